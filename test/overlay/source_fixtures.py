@@ -1,0 +1,95 @@
+"""Git repositories for testing apply-source and the workspace against the real 2.5.1 files.
+
+A "PyTorch checkout" here is a git repository laid out like the PyTorch source
+tree holding the real torch 2.5.1 wheel's own copies of the modules the series
+touches plus torch/__init__.py, a version.txt and a small setup.py, committed
+and tagged v2.5.1: exactly what the series meets in a real clone at that tag.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from scratch_torch import REPO, TORCH_RELEASE, torch_wheel
+from torch_overlay.pristine import from_wheel
+from torch_overlay.series import load_series
+
+IDENTITY = ["-c", "user.name=torch-overlay tests", "-c", "user.email=tests@torch-overlay.invalid"]
+# A real setup.py: `develop` records that it ran and what it built from.
+RECORDING_SETUP_PY = """\
+import pathlib, sys
+if sys.argv[1:] == ["develop"]:
+    tree = pathlib.Path(__file__).resolve().parent
+    traceback_py = (tree / "torch/fx/traceback.py").read_text()
+    (tree / "develop-ran.txt").write_text(
+        f"python={sys.executable}\\nannotate={'def annotate(' in traceback_py}\\n")
+    print("setup.py develop: building torch in place")
+else:
+    sys.exit(f"unsupported command {sys.argv[1:]}")
+"""
+FAILING_SETUP_PY = """\
+import sys
+print("setup.py develop: compiler exploded")
+sys.exit(3)
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *IDENTITY, *args], capture_output=True, text=True)
+    assert proc.returncode == 0, f"git {args}: {proc.stderr}"
+    return proc.stdout
+
+
+@functools.cache
+def wheel_reader():
+    return from_wheel(torch_wheel())
+
+
+def patches_copy(dest: Path) -> Path:
+    """A copy of the repository's patches/ (tests point TORCH_OVERLAY_PATCHES at it)."""
+    shutil.copytree(REPO / "patches", dest)
+    return dest
+
+
+def make_checkout(dest: Path, patches_root: Path, version_txt: str = TORCH_RELEASE + "\n",
+                  setup_py: str = RECORDING_SETUP_PY, tag: str = "v" + TORCH_RELEASE) -> Path:
+    """A PyTorch-like checkout at ``tag``, detached HEAD as after ``git checkout v2.5.1``."""
+    series = load_series(TORCH_RELEASE, patches_root)
+    read = wheel_reader()
+    for path in [*series.touched, "torch/__init__.py"]:
+        if path not in series.created:
+            (dest / path).parent.mkdir(parents=True, exist_ok=True)
+            (dest / path).write_bytes(read(path))
+    (dest / "version.txt").write_text(version_txt)
+    (dest / "setup.py").write_text(setup_py)
+    (dest / ".gitignore").write_text("/build/\n*.so\n")
+    git(dest, "init", "-q", "--initial-branch=main")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", "the release")
+    git(dest, "tag", tag)
+    git(dest, "checkout", "-q", "--detach", tag)
+    return dest
+
+
+def checkout_state(repo: Path) -> dict:
+    """Everything apply-source must leave as it was: HEAD, branch, refs, index and work tree."""
+    symbolic = subprocess.run(["git", "-C", str(repo), "symbolic-ref", "-q", "HEAD"], capture_output=True, text=True)
+    files = {p.relative_to(repo).as_posix(): p.read_bytes() for p in repo.rglob("*")
+             if p.is_file() and ".git" not in p.relative_to(repo).parts}
+    return {
+        "head": git(repo, "rev-parse", "HEAD").strip(),
+        "branch": symbolic.stdout.strip() or None,
+        "refs": git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+        "status": git(repo, "status", "--porcelain=v1", "--untracked-files=all", "--ignored"),
+        "am_in_progress": (repo / ".git" / "rebase-apply").exists(),
+        "files": files,
+    }
+
+
+def overlay_env(patches_root: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_OVERLAY_")}
+    env["TORCH_OVERLAY_PATCHES"] = str(patches_root)
+    return env

@@ -1,0 +1,251 @@
+"""torch-overlay status / apply / revert on a real torch 2.5.1 installation."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from scratch_torch import REPO, ScratchTorch, torch_wheel
+from torch_overlay.build import build_patched
+from torch_overlay.pristine import from_wheel
+from torch_overlay.record import Record, record_hash
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    return ScratchTorch(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def expected_patched():
+    from torch_overlay.series import load_series
+    return build_patched(load_series("2.5.1"), from_wheel(torch_wheel()))
+
+
+def assert_pristine(scratch, before):
+    after = scratch.snapshot()
+    assert after.keys() == before.keys(), sorted(after.keys() ^ before.keys())
+    changed = [p for p in before if before[p] != after[p]]
+    assert not changed, f"changed: {changed}"
+    assert not (scratch.dist_info / "overlay-txn").exists()
+
+
+def assert_fully_patched(scratch, expected_patched):
+    for path, data in expected_patched.items():
+        assert (scratch.site / path).read_bytes() == data, path
+    entries = Record.parse((scratch.dist_info / "RECORD").read_text()).entries()
+    for path in expected_patched:
+        assert entries[path] == record_hash(expected_patched[path])
+    for f in (scratch.dist_info / "overlay").rglob("*"):
+        if f.is_file():
+            rel = f.relative_to(scratch.site).as_posix()
+            assert entries[rel] == record_hash(f.read_bytes()), rel
+    assert not (scratch.dist_info / "overlay-txn").exists()
+
+
+def test_status_of_a_pristine_release(scratch):
+    out = scratch.run("status", check=True).stdout
+    assert f"torch 2.5.1 at {scratch.site / 'torch'}" in out
+    assert "series: patches/2.5.1" in out
+    assert "applied: none" in out
+    assert "files differing from RECORD: none" in out
+
+
+def test_apply_patches_files_record_and_bytecode(scratch, expected_patched):
+    proc = scratch.run("apply", check=True)
+    assert "applied the torch 2.5.1 series" in proc.stdout
+    assert_fully_patched(scratch, expected_patched)
+    out = scratch.run("status", check=True).stdout
+    assert "applied: 163673-annotate.patch" in out and "files differing from RECORD: none" in out
+    # The bytecode was rebuilt for the new source (pyc header: magic, flags, mtime, size).
+    src = scratch.site / "torch/fx/traceback.py"
+    pyc = next((src.parent / "__pycache__").glob("traceback.cpython-*.pyc"))
+    _, _, mtime, size = struct.unpack("<4sIII", pyc.read_bytes()[:16])
+    assert (mtime, size) == (int(src.stat().st_mtime) & 0xFFFFFFFF, src.stat().st_size & 0xFFFFFFFF)
+    # The scratch interpreter imports the patched module.
+    probe = subprocess.run([str(scratch.python), "-c",
+                            "import torch.fx.traceback as t; print(t.__file__); print(callable(t.annotate))"],
+                           capture_output=True, text=True, check=True)
+    assert probe.stdout.split() == [str(src), "True"]
+
+
+def test_second_apply_is_a_noop_that_says_so(scratch):
+    scratch.run("apply", check=True)
+    before = scratch.snapshot()
+    proc = scratch.run("apply", check=True)
+    assert "already applied" in proc.stdout and "nothing to do" in proc.stdout
+    assert_pristine(scratch, before)  # i.e. unchanged
+
+
+def test_revert_restores_every_byte(scratch):
+    before = scratch.snapshot()
+    scratch.run("apply", check=True)
+    assert scratch.snapshot() != before
+    proc = scratch.run("revert", check=True)
+    assert f"reverted {len(scratch.targets)} files" in proc.stdout
+    assert_pristine(scratch, before)
+    wheel_record = from_wheel(torch_wheel())
+    for path in scratch.targets:
+        assert (scratch.site / path).read_bytes() == wheel_record(path)
+    assert "nothing to revert" in scratch.run("revert", check=True).stdout
+
+
+# A kill -9 at each step: before the journal the next command rolls back, after it the command is finished.
+@pytest.mark.parametrize("point,outcome", [
+    ("staged", "pristine"), ("journal", "patched"), ("move:0", "patched"), ("move:2", "patched"), ("moved", "patched"),
+])
+def test_kill_9_during_apply_then_next_command_recovers(scratch, expected_patched, point, outcome):
+    before = scratch.snapshot()
+    proc = scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": point})
+    assert proc.returncode == -signal.SIGKILL
+    status = scratch.run("status", check=True).stdout
+    assert ("rolled back" if outcome == "pristine" else "finished") in status
+    if outcome == "pristine":
+        assert_pristine(scratch, before)
+    else:
+        assert_fully_patched(scratch, expected_patched)
+        scratch.run("revert", check=True)
+        assert_pristine(scratch, before)
+
+
+@pytest.mark.parametrize("point,outcome", [("staged", "patched"), ("move:1", "pristine")])
+def test_kill_9_during_revert_then_next_command_recovers(scratch, expected_patched, point, outcome):
+    before = scratch.snapshot()
+    scratch.run("apply", check=True)
+    assert scratch.run("revert", env={"TORCH_OVERLAY_FAILPOINT": point}).returncode == -signal.SIGKILL
+    scratch.run("status", check=True)
+    if outcome == "pristine":
+        assert_pristine(scratch, before)
+    else:
+        assert_fully_patched(scratch, expected_patched)
+
+
+def test_kill_9_at_arbitrary_moments_is_all_or_nothing(scratch, expected_patched):
+    before = scratch.snapshot()
+    for delay in (0.05, 0.15, 0.25, 0.35, 0.5):
+        cmd = [str(scratch.python), "-m", "torch_overlay", "apply"]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        scratch.run("status", check=True)
+        if (scratch.dist_info / "overlay").exists():
+            assert_fully_patched(scratch, expected_patched)
+            scratch.run("revert", check=True)
+        assert_pristine(scratch, before)
+
+
+def test_two_commands_at_once_are_refused(scratch):
+    before = scratch.snapshot()
+    first = subprocess.Popen([str(scratch.python), "-m", "torch_overlay", "apply"],
+                             env={**os.environ, "TORCH_OVERLAY_FAILPOINT": "staged:sleep"},
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert "failpoint staged reached" in first.stderr.readline()
+        second = scratch.run("apply")
+        assert second.returncode == 2
+        assert "another torch-overlay command is working on" in second.stderr
+        assert "changed nothing" in second.stderr
+    finally:
+        first.kill()
+        first.wait()
+    scratch.run("status", check=True)  # rolls the killed one back
+    assert_pristine(scratch, before)
+
+
+def test_locally_modified_file_is_refused_then_forced(scratch):
+    target = scratch.site / "torch/fx/traceback.py"
+    target.write_bytes(target.read_bytes() + b"# local edit\n")
+    before = scratch.snapshot()
+    proc = scratch.run("apply")
+    assert proc.returncode == 2
+    assert "differ from the wheel's RECORD" in proc.stderr and "torch/fx/traceback.py" in proc.stderr
+    assert "--force" in proc.stderr
+    assert_pristine(scratch, before)
+    assert "files differing from RECORD: torch/fx/traceback.py" in scratch.run("status", check=True).stdout
+
+    scratch.run("apply", "--force", check=True)
+    assert b"def annotate(" in target.read_bytes() and target.read_bytes().endswith(b"# local edit\n")
+    scratch.run("revert", check=True)
+    assert_pristine(scratch, before)
+
+
+def test_patch_that_does_not_apply_changes_nothing(scratch, tmp_path):
+    patches = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", patches)
+    patch = patches / "2.5.1" / "163673-annotate.patch"
+    # Corrupt a context line so the hunk no longer matches the release's file.
+    text = patch.read_text().replace("\n from contextlib import contextmanager\n", "\n from contextlib import nothing\n", 1)
+    patch.write_text(text)
+    before = scratch.snapshot()
+    proc = scratch.run("apply", env={"TORCH_OVERLAY_PATCHES": str(patches)})
+    assert proc.returncode == 2
+    assert "patch 163673-annotate.patch of the torch 2.5.1 series does not apply" in proc.stderr
+    assert "nothing was changed" in proc.stderr
+    assert_pristine(scratch, before)
+
+
+def test_unwritable_site_packages_changes_nothing():
+    root = Path(tempfile.mkdtemp(prefix="overlay-ro-"))
+    try:
+        root.chmod(0o755)
+        scratch = ScratchTorch(root)
+        before = scratch.snapshot()
+        if os.geteuid() == 0:  # root writes anywhere: run as nobody instead
+            proc = scratch.run("apply", user=65534)
+        else:
+            for d in (scratch.dist_info, scratch.site / "torch"):
+                d.chmod(0o555)
+            proc = scratch.run("apply")
+            for d in (scratch.dist_info, scratch.site / "torch"):
+                d.chmod(0o755)
+        assert proc.returncode == 2, proc.stderr
+        assert "cannot write to" in proc.stderr and "nothing was changed" in proc.stderr
+        assert_pristine(scratch, before)
+    finally:
+        shutil.rmtree(root)
+
+
+def test_unsupported_torch_release_is_refused():
+    oracle = Path(os.environ.get("TORCH_OVERLAY_ORACLE_PYTHON", REPO / ".venv-oracle" / "bin" / "python"))
+    if not oracle.exists():
+        pytest.skip(f"no torch 2.13 environment at {oracle}")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([str(oracle), "-m", "torch_overlay", "apply"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "no patch series for torch 2.13.0 (supported: 2.5.1" in proc.stderr
+    status = subprocess.run([str(oracle), "-m", "torch_overlay", "status"], env=env, capture_output=True, text=True)
+    assert "series: none for this release" in status.stdout
+
+
+def test_pip_uninstall_after_apply_leaves_nothing(scratch):
+    scratch.run("apply", check=True)
+    proc = subprocess.run([str(scratch.python), "-m", "pip", "uninstall", "-y", "torch"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert not (scratch.site / "torch").exists()
+    assert not scratch.dist_info.exists(), list(scratch.dist_info.rglob("*"))
+
+
+def test_apply_replaces_an_older_series(scratch, tmp_path, expected_patched):
+    scratch.run("apply", check=True)
+    newer = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", newer)
+    patch = newer / "2.5.1" / "163673-annotate.patch"
+    patch.write_text(patch.read_text().replace("Description: Backport", "Description: Backport (reworded)", 1))
+    env = {"TORCH_OVERLAY_PATCHES": str(newer)}
+    assert "an older series" in scratch.run("status", env=env, check=True).stdout
+    out = scratch.run("apply", env=env, check=True).stdout
+    assert f"reverted {len(expected_patched)} files" in out
+    assert "applied the torch 2.5.1 series" in out
+    state = json.loads((scratch.dist_info / "overlay" / "applied.json").read_text())
+    from torch_overlay.series import load_series
+    assert state["series_digest"] == load_series("2.5.1", newer).digest
+    assert_fully_patched(scratch, expected_patched)

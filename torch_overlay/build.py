@@ -1,0 +1,42 @@
+"""Build the patched overlay modules: pristine files + a series -> patched files.
+
+Patches are applied with ``git apply`` in a scratch folder laid out like the
+PyTorch source tree, so the same format-patch files serve an installed torch,
+a wheel and a source checkout alike.
+"""
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from .errors import OverlayError
+from .series import Series
+
+
+def build_patched(series: Series, read_pristine: Callable[[str], bytes]) -> dict[str, bytes]:
+    """Return {repository path: patched bytes} for every path the series touches.
+
+    ``read_pristine(path)`` gives the release's bytes for a path; it is not
+    asked for files the series creates."""
+    with tempfile.TemporaryDirectory(prefix="torch-overlay-build-") as tmp:
+        tree = Path(tmp)
+        # Its own repository, so git never resolves paths against an enclosing one.
+        subprocess.run(["git", "init", "-q", str(tree)], check=True)
+        for path in series.touched:
+            if path not in series.created:
+                dest = tree / path
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(read_pristine(path))
+        for patch in series.patches:
+            proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch.path)],
+                                  cwd=tree, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise OverlayError(
+                    f"patch {patch.name} of the torch {series.version} series does not apply:\n"
+                    + proc.stderr.strip(),
+                    unchanged="nothing was changed",
+                    todo="check that the target files are those of the release, or port the patch "
+                         "(see CONTRIBUTING.md, 'Porting a patch')")
+        return {path: (tree / path).read_bytes() for path in series.touched}

@@ -1,0 +1,92 @@
+"""The torch-overlay command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import OverlayError
+
+
+def _cmd_status(args) -> str:
+    from .inplace import status
+    return status().render()
+
+
+def _cmd_apply(args) -> str:
+    from .inplace import apply
+    return apply(force=args.force)
+
+
+def _cmd_revert(args) -> str:
+    from .inplace import revert
+    return revert()
+
+
+def _cmd_rebuild_wheel(args) -> str:
+    from .wheel import rebuild_wheel
+    return str(rebuild_wheel(Path(args.wheel), Path(args.output), local_label=args.local_version))
+
+
+def _cmd_apply_source(args) -> str:
+    from .source_tree import apply_source
+    return apply_source(Path(args.checkout), branch=args.branch, build=args.build)
+
+
+def _cmd_workspace(args) -> str:
+    from .workspace import create_workspace
+    return create_workspace(args.version, Path(args.dir), wheel=args.wheel and Path(args.wheel), extra=args.add)
+
+
+def _cmd_refresh(args) -> str:
+    from .workspace import refresh
+    return refresh(Path(args.dir))
+
+
+def _cmd_demo(args) -> str:
+    from .demo import main
+    return main()
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="torch-overlay", description="Backport upstream FX annotation tracing onto released torch.")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("status", help="torch version and location, the series for it, what is applied, modified files").set_defaults(fn=_cmd_status)
+    a = sub.add_parser("apply", help="patch the torch of this Python in place")
+    a.add_argument("--force", action="store_true", help="patch target files even if they differ from the wheel's RECORD")
+    a.set_defaults(fn=_cmd_apply)
+    sub.add_parser("revert", help="restore the patched files byte for byte").set_defaults(fn=_cmd_revert)
+    w = sub.add_parser("rebuild-wheel", help="write a copy of a torch wheel with the series applied")
+    w.add_argument("wheel")
+    w.add_argument("-o", "--output", required=True, help="folder for the new wheel")
+    w.add_argument("--local-version", help="PEP 440 local label (default: overlay.g<series digest>)")
+    w.set_defaults(fn=_cmd_rebuild_wheel)
+    s = sub.add_parser("apply-source", help="git am the series onto a PyTorch source checkout")
+    s.add_argument("checkout")
+    s.add_argument("--branch", help="new branch name (default: overlay/<version>)")
+    s.add_argument("--build", action="store_true", help="then run the source build: python setup.py develop")
+    s.set_defaults(fn=_cmd_apply_source)
+    ws = sub.add_parser("workspace", help="a git repo of pristine files with each patch as a commit")
+    ws.add_argument("version")
+    ws.add_argument("dir")
+    ws.add_argument("--wheel", help="take pristine files from this wheel instead of the installed torch")
+    ws.add_argument("--add", action="append", default=[], metavar="PATH",
+                    help="also bring in this torch file (repository path, e.g. torch/fx/proxy.py)")
+    ws.set_defaults(fn=_cmd_workspace)
+    r = sub.add_parser("refresh", help="regenerate patches/<version>/ from a workspace's commits")
+    r.add_argument("dir")
+    r.set_defaults(fn=_cmd_refresh)
+    sub.add_parser("demo", help="print the forward/backward table of a small annotated model").set_defaults(fn=_cmd_demo)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        out = args.fn(args)
+    except OverlayError as e:
+        print(e.render(), file=sys.stderr)
+        return 2
+    if out:
+        print(out)
+    return 0

@@ -1,0 +1,56 @@
+"""Tabulate the metadata of FX graphs: one row per call_function node, subgraphs included.
+
+Used by ``torch-overlay demo`` and by the tests, so both show the same columns:
+``SeqNr|OrigAten|SrcFn|FwdSrcFn|custom|autograd_backward``.
+"""
+from __future__ import annotations
+
+import torch.fx
+
+
+def graph_modules(gm: torch.fx.GraphModule):
+    """``gm`` and every GraphModule nested in it (HOP subgraphs), depth first."""
+    yield "", gm
+    for name, mod in gm.named_modules():
+        if name and isinstance(mod, torch.fx.GraphModule):
+            yield name, mod
+
+
+def _src_fn(stack):
+    return stack[-1][0] if stack else ""
+
+
+def meta_rows(gm: torch.fx.GraphModule, base_seq_nr: int | None = None):
+    """(graph, node name, SeqNr, OrigAten, SrcFn, FwdSrcFn, custom, autograd_backward) for
+    every call_function node of ``gm`` and its subgraphs; seq_nr relative to ``base_seq_nr``."""
+    rows = []
+    for sub, g in graph_modules(gm):
+        for node in g.graph.nodes:
+            if node.op != "call_function":
+                continue
+            seq = node.meta.get("seq_nr", "")
+            if seq != "" and base_seq_nr is not None:
+                seq -= base_seq_nr
+            rows.append((
+                sub,
+                node.name,
+                seq,
+                str(node.meta.get("original_aten", "")),
+                _src_fn(node.meta.get("source_fn_stack")),
+                _src_fn(node.meta.get("fwd_source_fn_stack")),
+                node.meta.get("custom", ""),
+                node.meta.get("autograd_backward", ""),
+            ))
+    return rows
+
+
+def meta_table(gm: torch.fx.GraphModule, base_seq_nr: int | None = None,
+               columns=("SeqNr", "OrigAten", "SrcFn", "FwdSrcFn", "custom", "autograd_backward")) -> str:
+    """Pipe-separated table, one call_function node a line, the graph prefix for subgraph nodes."""
+    names = ("graph", "node", "SeqNr", "OrigAten", "SrcFn", "FwdSrcFn", "custom", "autograd_backward")
+    keep = [names.index(c) for c in columns]
+    lines = ["|".join(columns)]
+    for row in meta_rows(gm, base_seq_nr):
+        prefix = f"{row[0]}." if row[0] else ""
+        lines.append(prefix + "|".join(str(row[i]) for i in keep))
+    return "\n".join(lines)

@@ -1,0 +1,83 @@
+"""Pristine bytes of a torch release's files, each verified against a RECORD.
+
+Two sources serve every command that needs the release's own files: a wheel
+file (verified against the wheel's RECORD), or the installed torch (verified
+against the installation's RECORD, or taken from the saved originals when an
+overlay is applied).
+"""
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+from .errors import OverlayError
+from .installation import TorchInstallation
+from .record import Record, record_hash
+
+PristineReader = Callable[[str], bytes]
+
+
+def wheel_dist_info(names: list[str]) -> str:
+    infos = {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")}
+    if len(infos) != 1:
+        raise OverlayError(f"expected one .dist-info folder in the wheel, found {sorted(infos) or 'none'}")
+    return infos.pop()
+
+
+def from_wheel(wheel: Path) -> PristineReader:
+    zf = zipfile.ZipFile(wheel)
+    record = Record.parse(zf.read(f"{wheel_dist_info(zf.namelist())}/RECORD").decode()).entries()
+
+    def read(path: str) -> bytes:
+        try:
+            data = zf.read(path)
+        except KeyError:
+            raise OverlayError(f"{wheel.name} has no {path}") from None
+        if record.get(path) != record_hash(data):
+            raise OverlayError(f"{path} in {wheel.name} does not match the wheel's RECORD; the wheel is damaged",
+                               todo="download it again")
+        return data
+
+    return read
+
+
+def from_installation(inst: TorchInstallation, release: str) -> PristineReader:
+    if inst.release != release:
+        raise OverlayError(f"the installed torch is {inst.version}, not {release}",
+                           todo=f"pass --wheel with a torch {release} wheel ('pip download torch=={release} --no-deps')")
+    state = inst.applied_state() or {"files": {}}
+    entries = inst.record().entries()
+
+    def read(path: str) -> bytes:
+        saved = state["files"].get(path)
+        if saved is not None:
+            data = inst.pristine_copy(path).read_bytes()
+            expected = saved["pristine"]
+        else:
+            if not (inst.site / path).is_file():
+                raise OverlayError(f"the installed torch {inst.version} has no {path}",
+                                   todo=f"reinstall torch {release}, or pass --wheel with a torch {release} wheel")
+            data = (inst.site / path).read_bytes()
+            expected = entries.get(path)
+        if record_hash(data) != expected:
+            raise OverlayError(f"the installed {path} is not the release's file (it differs from RECORD)",
+                               todo=f"pass --wheel with a torch {release} wheel, or reinstall torch")
+        return data
+
+    return read
+
+
+def fetch_wheel(version: str, folder: Path) -> Path:
+    """The release's wheel from the package registry, downloaded once into ``folder``."""
+    import subprocess
+    import sys
+
+    found = sorted(folder.glob(f"torch-{version}-*.whl"))
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", f"torch=={version}", "--no-deps",
+                        "--only-binary", ":all:", "-d", str(folder)], check=True)
+        found = sorted(folder.glob(f"torch-{version}-*.whl"))
+    if not found:
+        raise OverlayError(f"pip did not download a torch {version} wheel into {folder}")
+    return found[0]
