@@ -1,0 +1,197 @@
+"""Joint-graph tracing state: autograd_backward, gradient accumulation,
+seq_nr pairing and annotations through aot_function and aot_export_module
+(patches 180251-autograd-backward-state, 107210-no-state-leaks,
+local-aot-export-joint-meta)."""
+import sys
+from pathlib import Path
+
+import torch
+import torch.fx.traceback as fx_traceback
+from functorch.compile import aot_function, make_boxed_func, nop
+from torch import nn
+from torch._functorch._aot_autograd import logging_utils
+from torch._functorch.aot_autograd import aot_export_module
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/graph_capture.py when run as a script
+
+from graph_capture import meta_rows, meta_table
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(3, 4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        with fx_traceback.annotate({"region": "enc"}):
+            h = self.enc(x).relu()
+        # h feeds two uses: autograd accumulates its gradient
+        return ((self.head(h).sum() + h.sum()),)
+
+
+def capture_aot_function(model, x):
+    graphs = {}
+
+    def keep(kind):
+        def compiler(gm, example_inputs):
+            graphs[kind] = gm
+            return make_boxed_func(gm.forward)
+        return compiler
+
+    params = dict(model.named_parameters())
+    compiled = aot_function(lambda p, x: torch.func.functional_call(model, p, (x,)),
+                            fw_compiler=keep("fw"), bw_compiler=keep("bw"))
+    compiled(params, x)[0].backward()
+    return graphs["fw"], graphs["bw"]
+
+
+def export_joint(model, x):
+    with fx_traceback.preserve_node_meta():
+        gm, _ = aot_export_module(model, (x,), trace_joint=True, output_loss_index=0)
+    return gm
+
+
+def call_nodes(gm):
+    return [n for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def traced_in_backward(node):
+    return node.meta.get("partitioner_tag") == "is_backward" and node.target != torch.ops.aten.ones_like.default
+
+
+class TestAutogradBackwardState(TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+
+    def check_backward_flags(self, forward_nodes, backward_nodes):
+        self.assertTrue(backward_nodes)
+        for n in backward_nodes:
+            self.assertIs(n.meta.get("autograd_backward"), True, n.format_node())
+        for n in forward_nodes:
+            self.assertNotIn("autograd_backward", n.meta, n.format_node())
+        for n in forward_nodes + backward_nodes:
+            self.assertNotIn("autograd_backward", n.meta.get("custom") or {}, n.format_node())
+
+    def test_aot_function_flags_backward_nodes_only(self):
+        fw, bw = capture_aot_function(Net(), torch.randn(2, 3))
+        backward = [n for n in call_nodes(bw) if n.meta.get("partitioner_tag") == "is_backward"]
+        self.check_backward_flags(call_nodes(fw), backward)
+        self.assertEqual(fx_traceback.current_meta, {})
+
+    def test_aot_function_backward_seq_nr_pairs_with_forward(self):
+        fw, bw = capture_aot_function(Net(), torch.randn(2, 3))
+        fw_seq = {n.meta["seq_nr"]: n for n in call_nodes(fw)}
+        for n in call_nodes(bw):
+            self.assertIn(n.meta["seq_nr"], fw_seq, n.format_node())
+        threshold = [n for n in call_nodes(bw) if n.target == torch.ops.aten.threshold_backward.default]
+        self.assertEqual(fw_seq[threshold[0].meta["seq_nr"]].target, torch.ops.aten.relu.default)
+
+    def test_gradient_accumulation_node_is_recognisable(self):
+        fw, bw = capture_aot_function(Net(), torch.randn(2, 3))
+        acc = [n for n in call_nodes(bw) if n.meta.get("is_gradient_acc")]
+        self.assertEqual([n.target for n in acc], [torch.ops.aten.add.Tensor])
+        self.assertIs(acc[0].meta["autograd_backward"], True)
+        self.assertIn(fx_traceback.GRADIENT_ACC_SPECIAL_STACK, acc[0].meta["stack_trace"])
+
+    def test_aot_export_module_joint_keeps_pairing_flags_and_custom(self):
+        gm = export_joint(Net(), torch.randn(2, 3))
+        nodes = call_nodes(gm)
+        forward = [n for n in nodes if n.meta.get("partitioner_tag") != "is_backward"]
+        backward = [n for n in nodes if traced_in_backward(n)]
+        self.check_backward_flags(forward, backward)
+        fw_seq = {n.meta["seq_nr"]: n for n in forward}
+        unpaired = [n.format_node() for n in backward if n.meta.get("seq_nr") not in fw_seq]
+        self.assertEqual(unpaired, [])
+        self.assertExpectedInline(meta_table(gm, base_seq_nr=min(fw_seq), columns=("SeqNr", "OrigAten", "custom", "autograd_backward")), """\
+SeqNr|OrigAten|custom|autograd_backward
+0|aten.t.default|{'region': 'enc'}|
+1|aten.addmm.default|{'region': 'enc'}|
+2|aten.relu.default|{'region': 'enc'}|
+2|aten.detach.default|{'region': 'enc'}|
+2|aten.detach.default|{'region': 'enc'}|
+2|aten.detach.default|{'region': 'enc'}|
+2|aten.detach.default|{'region': 'enc'}|
+2|aten.detach.default|{'region': 'enc'}|
+3|aten.t.default||
+4|aten.addmm.default||
+5|aten.sum.default||
+6|aten.sum.default||
+7|aten.add.Tensor||
+7|aten.ones_like.default||
+6|aten.expand.default||True
+5|aten.expand.default||True
+4|aten.t.default||True
+4|aten.mm.default||True
+4|aten.t.default||True
+4|aten.mm.default||True
+4|aten.t.default||True
+4|aten.sum.dim_IntList||True
+4|aten.view.default||True
+7|aten.add.Tensor||True
+3|aten.t.default||True
+2|aten.detach.default||True
+2|aten.detach.default||True
+2|aten.detach.default||True
+2|aten.detach.default||True
+2|aten.threshold_backward.default||True
+1|aten.t.default||True
+1|aten.mm.default||True
+1|aten.t.default||True
+1|aten.sum.dim_IntList||True
+1|aten.view.default||True
+0|aten.t.default||True""")
+
+    def test_set_autograd_backward_nests_and_restores(self):
+        with fx_traceback.preserve_node_meta():
+            with fx_traceback._set_autograd_backward():
+                self.assertIs(fx_traceback.current_meta["autograd_backward"], True)
+                with fx_traceback._set_autograd_backward(False):
+                    self.assertNotIn("autograd_backward", fx_traceback.current_meta)
+                self.assertIs(fx_traceback.current_meta["autograd_backward"], True)
+            self.assertNotIn("autograd_backward", fx_traceback.current_meta)
+
+
+class BadBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("backward refused")
+
+
+class TestNoStateLeaksBetweenCaptures(TestCase):
+    def test_failed_backward_trace_does_not_disable_stack_restore(self):
+        failing = aot_function(lambda x: BadBackward.apply(x.sin()).sum(), fw_compiler=nop, bw_compiler=nop)
+        with self.assertRaisesRegex(RuntimeError, "backward refused"):
+            failing(torch.randn(2, requires_grad=True))
+        working = aot_function(lambda x: x.sin().sum(), fw_compiler=nop, bw_compiler=nop)
+        working(torch.randn(2, requires_grad=True)).backward()
+        # the callback that restores the stack trace after a backward ran again
+        self.assertFalse(logging_utils.callback_set)
+        self.assertEqual(fx_traceback.current_meta, {})
+
+    def test_capture_twice_and_in_any_order_gives_identical_metadata(self):
+        def tables(order):
+            out = {}
+            for name in order:
+                torch.manual_seed(0)
+                if name == "export":
+                    gm = export_joint(Net(), torch.randn(2, 3))
+                    out[name] = meta_table(gm, base_seq_nr=min(r[2] for r in meta_rows(gm)))
+                else:
+                    fw, bw = capture_aot_function(Net(), torch.randn(2, 3))
+                    base = min(r[2] for r in meta_rows(fw))
+                    out[name] = meta_table(fw, base) + "\n" + meta_table(bw, base)
+            return out
+
+        first = tables(["export", "aot_function"])
+        second = tables(["aot_function", "export"])
+        self.assertEqual(first, second)
+
+
+if __name__ == "__main__":
+    run_tests()
