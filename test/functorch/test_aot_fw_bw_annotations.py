@@ -1,0 +1,381 @@
+"""Forward annotations reach the backward graph AOTAutograd hands to bw_compiler.
+
+Backports upstream PRs 164174 and 165202: after the joint graph is traced (and
+before dead-code elimination) each backward node gets the metadata of the
+forward node with its seq_nr: ``custom`` merged into its own with the forward
+keys winning, ``fwd_nn_module_stack`` and ``fwd_source_fn_stack``. Backward
+nodes are recognised by the backward tag, not by a missing nn_module_stack
+(functional ops like ``torch.relu`` have none in the forward either), and the
+search spans every subgraph (flex_attention's score/mask graphs).
+
+2.5.1's Dynamo does not run ``annotate``, so the programs are traced with
+``aot_function`` / ``aot_module``; checkpoint's ``tag_activation_checkpoint``
+only exists under Dynamo, there the Dynamo graph is annotated by the backend.
+"""
+import copy
+import functools
+import os
+import sys
+import warnings
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.fx.traceback import annotate
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from graph_capture import RecordGraphs, annotating_backend, call_function_nodes  # noqa: E402
+
+from functorch.compile import aot_function, aot_module  # noqa: E402
+
+# 2.5.1 graph text for a node of autograd's gradient accumulation (see logging_utils.py).
+GRADIENT_ACCUMULATION_MARKER = "Gradient addition node due to multiple use of tensor around:"
+
+
+def is_backward(node):
+    return node.meta.get("partitioner_tag") == "is_backward" or bool(node.meta.get("autograd_backward"))
+
+
+def is_gradient_accumulation(node):
+    return bool(node.meta.get("is_gradient_acc")) or GRADIENT_ACCUMULATION_MARKER in (node.meta.get("stack_trace") or "")
+
+
+def op(node):
+    return str(node.target)
+
+
+def region(node):
+    custom = node.meta.get("custom")
+    return None if custom is None else custom.get("region")
+
+
+def record(fn, *args, compile_with=aot_function):
+    """Run fn forward and backward under AOTAutograd; the recorded graphs."""
+    recorder = RecordGraphs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = compile_with(fn, fw_compiler=recorder.fw_compiler, bw_compiler=recorder.bw_compiler)
+        out = compiled(*args)
+        (out if isinstance(out, torch.Tensor) else out[0]).sum().backward()
+    assert len(recorder.fw_graphs) == 1 and len(recorder.bw_graphs) == 1
+    return recorder.fw_graphs[0], recorder.bw_graphs[0]
+
+
+def bw_ops(bw_graph):
+    """Backward nodes of the bw graph (all subgraphs) except gradient accumulation."""
+    return [(sub, n) for sub, n in call_function_nodes(bw_graph) if is_backward(n) and not is_gradient_accumulation(n)]
+
+
+class AnnotationTestCase(TestCase):
+    def assertFlagsSane(self, fw_graph, bw_graph):
+        """Every backward op of the bw graph (subgraphs included) carries
+        autograd_backward, no other node does, and it never sits in custom.
+
+        (The partitioner may move cheap backward ops, such as a weight's
+        transpose, into the forward graph; they stay backward nodes.)"""
+        for sub, n in bw_ops(bw_graph):
+            self.assertIs(n.meta.get("autograd_backward"), True, (sub, n.name))
+        for graph in (fw_graph, bw_graph):
+            for sub, n in call_function_nodes(graph):
+                self.assertNotIn("autograd_backward", n.meta.get("custom") or {}, (sub, n.name))
+                if not is_backward(n):
+                    self.assertIsNone(n.meta.get("autograd_backward"), (sub, n.name))
+
+    def assertRegions(self, graph_nodes, expected):
+        """``expected``: {op substring: [regions of the matching nodes, in graph order]}."""
+        for fragment, regions in expected.items():
+            got = [region(n) for _, n in graph_nodes if fragment in op(n)]
+            self.assertEqual(got, regions, fragment)
+
+    def assertNotShared(self, graphs, user_dicts):
+        """No node holds a user's dict; no backward node holds a mutable value of one
+        or shares its custom dict with another node."""
+        seen = {}
+        mutable = (dict, list, set)
+        user_ids = {id(d) for d in user_dicts} | {
+            id(v) for d in user_dicts for v in d.values() if isinstance(v, mutable)}
+        for graph in graphs:
+            for sub, n in call_function_nodes(graph):
+                custom = n.meta.get("custom")
+                if custom is None:
+                    continue
+                self.assertNotIn(id(custom), user_ids, (sub, n.name))
+                if is_backward(n):
+                    for v in custom.values():
+                        if isinstance(v, mutable):
+                            self.assertNotIn(id(v), user_ids, (sub, n.name))
+                    self.assertNotIn(id(custom), seen, (sub, n.name, seen.get(id(custom))))
+                    seen[id(custom)] = (sub, n.name)
+
+
+class TestFunctionalMLP(AnnotationTestCase):
+    def test_functional_activations_annotate_their_backward(self):
+        l1 = {"region": "l1", "tags": ["x"]}
+        l2 = {"region": "l2"}
+        loss = {"region": "loss"}
+        snapshot = copy.deepcopy([l1, l2, loss])
+
+        def mlp(x, w1, b1, w2, b2):
+            with annotate(l1):
+                h = torch.relu(x @ w1 + b1)
+            with annotate(l2):
+                y = F.gelu(h @ w2 + b2)
+            with annotate(loss):  # h used twice: its gradients are accumulated
+                return y + h
+
+        torch.manual_seed(0)
+        args = [torch.randn(4, 6, requires_grad=True), torch.randn(6, 6, requires_grad=True),
+                torch.randn(6, requires_grad=True), torch.randn(6, 6, requires_grad=True),
+                torch.randn(6, requires_grad=True)]
+        fw, bw = record(mlp, *args)
+
+        fw_nodes = list(call_function_nodes(fw))
+        self.assertRegions(fw_nodes, {"aten.mm": ["l1", "l2"], "aten.relu": ["l1"], "aten.gelu": ["l2"]})
+        ops = bw_ops(bw)
+        self.assertRegions(ops, {"threshold_backward": ["l1"], "gelu_backward": ["l2"]})
+        self.assertEqual(Counter(region(n) for _, n in ops if op(n) == "aten.mm.default"), {"l1": 2, "l2": 2})
+        # Every backward op stems from an annotated forward op.
+        self.assertEqual([n.name for _, n in ops if region(n) is None], [])
+        for _, n in ops:
+            if region(n) == "l1":
+                self.assertEqual(n.meta["custom"], {"region": "l1", "tags": ["x"]})
+            # the forward node had no nn_module_stack; the copy still ran and says so
+            self.assertIn("fwd_nn_module_stack", n.meta, n.name)
+
+        # Gradient accumulation belongs to no forward op: its seq_nr is the last
+        # forward op's (the annotated loss add) but it must not take its annotation.
+        acc = [n for _, n in call_function_nodes(bw) if is_gradient_accumulation(n)]
+        self.assertTrue(acc)
+        for n in acc:
+            self.assertIsNone(n.meta.get("custom"), n.name)
+            self.assertNotIn("fwd_source_fn_stack", n.meta, n.name)
+
+        self.assertFlagsSane(fw, bw)
+        self.assertNotShared([fw, bw], [l1, l2, loss])
+        self.assertEqual([l1, l2, loss], snapshot)
+
+    def test_backward_keys_survive_and_forward_keys_win(self):
+        fw_annotation = {"region": "scale", "shared": "fw"}
+        bw_annotation = {"shared": "bw", "bw_only": 1}
+        snapshot = copy.deepcopy([fw_annotation, bw_annotation])
+
+        class Scale(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 3
+
+            @staticmethod
+            def backward(ctx, grad):
+                with annotate(bw_annotation):
+                    return grad * 3
+
+        def fn(x):
+            with annotate(fw_annotation):
+                y = Scale.apply(x)
+            return y.cos()
+
+        fw, bw = record(fn, torch.randn(5, requires_grad=True))
+        muls = [n for _, n in bw_ops(bw) if op(n) == "aten.mul.Tensor" and n.meta.get("custom", {}).get("bw_only")]
+        self.assertEqual(len(muls), 1)
+        self.assertEqual(muls[0].meta["custom"], {"shared": "fw", "bw_only": 1, "region": "scale"})
+        self.assertFlagsSane(fw, bw)
+        self.assertNotShared([fw, bw], [fw_annotation, bw_annotation])
+        self.assertEqual([fw_annotation, bw_annotation], snapshot)
+
+
+class ConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3)
+        self.bn = nn.BatchNorm2d(3)
+        self.conv_annotation = {"region": "conv"}
+        self.bn_annotation = {"region": "bn"}
+
+    def forward(self, x):
+        with annotate(self.conv_annotation):
+            x = self.conv(x)
+        with annotate(self.bn_annotation):
+            x = self.bn(x)
+        return F.relu(x)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: annotated attention (SDPA) and MLP, residuals outside."""
+
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 2 * dim), nn.Linear(2 * dim, dim)
+        self.attn_annotation = {"region": "attn"}
+        self.mlp_annotation = {"region": "mlp"}
+
+    def forward(self, x):
+        b, s, d = x.shape
+        with annotate(self.attn_annotation):
+            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            a = self.proj(a.transpose(1, 2).reshape(b, s, d))
+        x = x + a
+        with annotate(self.mlp_annotation):
+            m = self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        return x + m
+
+
+class TestModules(AnnotationTestCase):
+    def test_conv_bn(self):
+        torch.manual_seed(0)
+        model = ConvBN()
+        fw, bw = record(model, torch.randn(2, 2, 6, 6), compile_with=aot_module)
+        self.assertRegions(list(call_function_nodes(fw)), {
+            "aten.convolution.default": ["conv"], "batch_norm": ["bn"], "aten.relu": [None]})
+        ops = bw_ops(bw)
+        self.assertRegions(ops, {
+            "convolution_backward": ["conv"], "batch_norm_backward": ["bn"], "threshold_backward": [None]})
+        self.assertFlagsSane(fw, bw)
+        self.assertNotShared([fw, bw], [model.conv_annotation, model.bn_annotation])
+        self.assertEqual((model.conv_annotation, model.bn_annotation), ({"region": "conv"}, {"region": "bn"}))
+
+    def test_transformer_block_with_sdpa(self):
+        torch.manual_seed(0)
+        model = Block()
+        fw, bw = record(model, torch.randn(2, 4, 8, requires_grad=True), compile_with=aot_module)
+        ops = bw_ops(bw)
+        sdpa_bw = [n for _, n in ops if "scaled_dot_product" in op(n) and "backward" in op(n)]
+        self.assertTrue(sdpa_bw)
+        self.assertEqual({region(n) for n in sdpa_bw}, {"attn"})
+        self.assertRegions(ops, {"native_layer_norm_backward": ["mlp", "attn"], "gelu_backward": ["mlp"]})
+        self.assertEqual(Counter(region(n) for _, n in ops if op(n) == "aten.mm.default"), {"attn": 4, "mlp": 4})
+        acc = [n for _, n in call_function_nodes(bw) if is_gradient_accumulation(n)]
+        self.assertTrue(acc)
+        self.assertEqual([n.meta.get("custom") for n in acc], [None] * len(acc))
+        self.assertFlagsSane(fw, bw)
+        self.assertNotShared([fw, bw], [model.attn_annotation, model.mlp_annotation])
+        self.assertEqual((model.attn_annotation, model.mlp_annotation), ({"region": "attn"}, {"region": "mlp"}))
+
+
+class TestFlexAttention(AnnotationTestCase):
+    def test_every_backward_subgraph_node_is_annotated(self):
+        from torch._higher_order_ops.flex_attention import flex_attention as flex_attention_hop
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return score + (q_idx - kv_idx)
+
+        def causal(b, h, q_idx, kv_idx):
+            return q_idx >= kv_idx
+
+        B, H, S, D = 1, 2, 128, 8
+        block_mask = create_block_mask(causal, B, H, S, S, device="cpu")
+        user = {"ac_region_id": 0}
+
+        def attention(q, k, v):
+            with annotate(user):
+                out, _ = flex_attention_hop(q, k, v, score_mod, block_mask.as_tuple(), D ** -0.5, {})
+            return out
+
+        torch.manual_seed(0)
+        fw, bw = record(attention, *[torch.randn(B, H, S, D, requires_grad=True) for _ in range(3)])
+
+        flex = [n for _, n in call_function_nodes(fw) if op(n) == "flex_attention"]
+        self.assertEqual(len(flex), 1)
+        self.assertEqual(flex[0].meta["custom"], {"ac_region_id": 0})
+        self.assertIsNone(flex[0].meta.get("autograd_backward"))
+        fw_subgraph_nodes = [n for sub, n in call_function_nodes(fw) if sub]
+        self.assertTrue(fw_subgraph_nodes)
+        self.assertEqual({str(n.meta.get("custom")) for n in fw_subgraph_nodes}, {"{'ac_region_id': 0}"})
+
+        bw_subgraphs = {sub for sub, _ in call_function_nodes(bw) if sub}
+        self.assertEqual(bw_subgraphs, {"fw_graph", "joint_graph", "mask_graph"})
+        nodes = list(call_function_nodes(bw))
+        self.assertEqual([op(n) for _, n in nodes if op(n) == "flex_attention_backward"], ["flex_attention_backward"])
+        for sub, n in nodes:
+            if sub or op(n) == "flex_attention_backward":
+                self.assertEqual(n.meta.get("custom"), {"ac_region_id": 0}, (sub, n.name))
+        self.assertFlagsSane(fw, bw)
+        self.assertNotShared([fw, bw], [user])
+        self.assertEqual(user, {"ac_region_id": 0})
+
+
+def block(x, w):
+    return torch.sigmoid(torch.relu(x @ w)) * 2
+
+
+def save_mm_only(ctx, op_, *args, **kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    return CheckpointPolicy.MUST_SAVE if op_ == torch.ops.aten.mm.default else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+class TestActivationCheckpointing(AnnotationTestCase):
+    def inputs(self):
+        torch.manual_seed(0)
+        return torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True), torch.randn(3, 2, requires_grad=True)
+
+    def check(self, fw, bw, expect_recompute):
+        self.assertRegions(list(call_function_nodes(fw)), {"aten.relu": ["ckpt"], "aten.sigmoid.": ["ckpt"]})
+        ops = bw_ops(bw)
+        self.assertRegions(ops, {"threshold_backward": ["ckpt"], "sigmoid_backward": ["ckpt"]})
+        self.assertEqual(Counter(region(n) for _, n in ops if op(n) == "aten.mm.default"), {"ckpt": 2, None: 2})
+        recomputed = [n for _, n in call_function_nodes(bw) if not is_backward(n) and op(n) in (
+            "aten.relu.default", "aten.sigmoid.default")]
+        if expect_recompute:
+            self.assertTrue(recomputed)
+        for n in recomputed:
+            self.assertEqual(region(n), "ckpt", n.name)
+            self.assertIsNone(n.meta.get("autograd_backward"), n.name)
+        self.assertFlagsSane(fw, bw)
+
+    def test_non_reentrant_under_aot_function(self):
+        from torch.utils.checkpoint import checkpoint
+
+        user = {"region": "ckpt"}
+
+        def fn(x, w, w2):
+            with annotate(user):
+                h = checkpoint(block, x, w, use_reentrant=False)
+            return h @ w2
+
+        fw, bw = record(fn, *self.inputs())
+        self.check(fw, bw, expect_recompute=False)
+        self.assertNotShared([fw, bw], [user])
+        self.assertEqual(user, {"region": "ckpt"})
+
+    def run_dynamo(self, **checkpoint_kwargs):
+        """Checkpoint as Dynamo's tag_activation_checkpoint HOP: its node and body annotated."""
+        from torch.utils.checkpoint import checkpoint
+
+        def fn(x, w, w2):
+            return (checkpoint(block, x, w, **checkpoint_kwargs) @ w2).sum()
+
+        user = {"region": "ckpt"}
+        recorder = RecordGraphs()
+        backend = annotating_backend(
+            recorder, user, lambda sub, n: bool(sub) or "tag_activation_checkpoint" in op(n))
+        torch._dynamo.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.compile(fn, backend=backend, fullgraph=True)(*self.inputs()).backward()
+        self.assertEqual((len(recorder.fw_graphs), len(recorder.bw_graphs)), (1, 1))
+        self.check(recorder.fw_graphs[0], recorder.bw_graphs[0], expect_recompute=True)
+        self.assertNotShared(recorder.fw_graphs + recorder.bw_graphs, [user])
+        self.assertEqual(user, {"region": "ckpt"})
+
+    def test_non_reentrant_under_dynamo(self):
+        self.run_dynamo(use_reentrant=False)
+
+    def test_reentrant_under_dynamo(self):
+        self.run_dynamo(use_reentrant=True)
+
+    def test_selective_checkpointing_under_dynamo(self):
+        from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+        self.run_dynamo(use_reentrant=False,
+                        context_fn=functools.partial(create_selective_checkpoint_contexts, save_mm_only))
+
+
+if __name__ == "__main__":
+    run_tests()
