@@ -1,0 +1,293 @@
+# Owner(s): ["module: dynamo"]
+"""torch.fx.traceback.annotate under torch.compile (patches 164678-dynamo-annotate and
+local-dynamo-annotate-graph-break): Dynamo runs annotate eagerly, so its graph nodes --
+HOP subgraphs included -- carry node.meta["custom"], which flows into the AOT forward graph.
+No test enters preserve_node_meta(): Dynamo must not need it.
+"""
+import json
+import os
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+import torch
+import torch._dynamo
+import torch.fx.traceback as fx_traceback
+from torch.testing._internal.common_utils import run_tests, TestCase
+from torch.utils.checkpoint import checkpoint
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from graph_capture import graph_modules, meta_table, RecordGraphs  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+ORACLE_PROGRAM = REPO / "test" / "oracle" / "programs" / "dynamo_annotate_program.py"
+ORACLE_PYTHON = Path(os.environ.get("TORCH_OVERLAY_ORACLE_PYTHON", REPO / ".venv-oracle" / "bin" / "python"))
+NODE_OPS = ("call_function", "call_method", "call_module", "get_attr")
+
+
+def dynamo_table(gm):
+    """``subgraph.node|custom`` for every call/get_attr node of a Dynamo graph and its subgraphs."""
+    lines = []
+    for sub, g in graph_modules(gm):
+        prefix = f"{sub}." if sub else ""
+        lines += [f"{prefix}{n.name}|{n.meta.get('custom', '')}" for n in g.graph.nodes if n.op in NODE_OPS]
+    return "\n".join(lines)
+
+
+class Capture:
+    """A torch.compile backend that keeps the Dynamo graphs and, through RecordGraphs, the AOT graphs."""
+
+    def __init__(self):
+        self.dynamo_graphs = []
+        self.aot = RecordGraphs()
+        self._aot_backend = self.aot.backend
+
+    def __call__(self, gm, example_inputs):
+        self.dynamo_graphs.append(gm)
+        return self._aot_backend(gm, example_inputs)
+
+
+def ac_body(x):
+    with fx_traceback.annotate({"inner": 1}):
+        y = x.sin()
+    return y.cos()
+
+
+@fx_traceback.annotate({"deco": 1})
+def decorated(x):
+    return x * 3
+
+
+@fx_traceback.annotate_fn({"fn": 2})
+def decorated_fn(x):
+    return x - 3
+
+
+class DecoratedModule(torch.nn.Module):
+    @fx_traceback.annotate_fn({"mod": 3})
+    def forward(self, x):
+        return decorated(x) + decorated_fn(x)
+
+
+class AnnotateDynamoTests(TestCase):
+    def setUp(self):
+        super().setUp()
+        torch._dynamo.reset()
+
+    def tearDown(self):
+        torch._dynamo.reset()
+        super().tearDown()
+
+    def compile_and_run(self, fn, *args, fullgraph=False, backward=True, **compile_kwargs):
+        cap = Capture()
+        compiled = torch.compile(fn, backend=cap, fullgraph=fullgraph, **compile_kwargs)
+        out = compiled(*args)
+        self.assertEqual(out, fn(*args))
+        if backward:
+            out.sum().backward()
+        return cap
+
+    def assert_tracing_state_clean(self):
+        self.assertNotIn("custom", fx_traceback.current_meta)
+        self.assertFalse(fx_traceback.has_preserved_node_meta())
+
+    def assert_no_annotation_on_inputs_and_outputs(self, cap):
+        """AOT graph inputs and outputs belong to no region; they carry ``custom`` only
+        if the backend compiled while an annotation was still active."""
+        for gm in cap.aot.fw_graphs + cap.aot.bw_graphs:
+            for n in gm.graph.nodes:
+                if n.op in ("placeholder", "output"):
+                    self.assertNotIn("custom", n.meta, f"{n.op} {n.name}")
+
+    def test_nested_annotations_reach_dynamo_and_aot_forward_graphs(self):
+        def f(x):
+            with fx_traceback.annotate({"pp_stage": 0}):
+                with fx_traceback.annotate({"fsdp_bucket": 1, "pp_stage": 9}):
+                    y = x.sin()
+                y = y * 2
+            return y.cos()
+
+        cap = self.compile_and_run(f, torch.randn(4, requires_grad=True), fullgraph=True)
+        self.assertEqual(len(cap.dynamo_graphs), 1)
+        self.assertExpectedInline(dynamo_table(cap.dynamo_graphs[0]), """\
+y|{'pp_stage': 9, 'fsdp_bucket': 1}
+y_1|{'pp_stage': 0}
+cos|""")
+        self.assertExpectedInline(meta_table(cap.aot.fw_graphs[0], columns=("OrigAten", "custom")), """\
+OrigAten|custom
+aten.sin.default|{'pp_stage': 9, 'fsdp_bucket': 1}
+aten.mul.Tensor|{'pp_stage': 0}
+aten.cos.default|""")
+        self.assert_tracing_state_clean()
+
+    def test_decorator_forms_annotate_and_annotate_fn(self):
+        cap = self.compile_and_run(DecoratedModule(), torch.randn(4, requires_grad=True), fullgraph=True)
+        self.assertEqual(len(cap.dynamo_graphs), 1)
+        self.assertExpectedInline(dynamo_table(cap.dynamo_graphs[0]), """\
+mul|{'mod': 3, 'deco': 1}
+sub|{'mod': 3, 'fn': 2}
+add|{'mod': 3}""")
+        self.assertExpectedInline(meta_table(cap.aot.fw_graphs[0], columns=("OrigAten", "custom")), """\
+OrigAten|custom
+aten.mul.Tensor|{'mod': 3, 'deco': 1}
+aten.sub.Tensor|{'mod': 3, 'fn': 2}
+aten.add.Tensor|{'mod': 3}""")
+        self.assert_no_annotation_on_inputs_and_outputs(cap)
+        self.assert_tracing_state_clean()
+
+    def test_annotate_around_and_inside_checkpoint(self):
+        def f(x):
+            with fx_traceback.annotate({"ac_region_id": 0}):
+                z = checkpoint(ac_body, x, use_reentrant=False)
+            return z + 1
+
+        cap = self.compile_and_run(f, torch.randn(4, requires_grad=True), fullgraph=True)
+        # the HOP node, the get_attr holding its body, and the body nodes are annotated
+        self.assertExpectedInline(dynamo_table(cap.dynamo_graphs[0]), """\
+wrap_body_0|{'ac_region_id': 0}
+tag_activation_checkpoint|{'ac_region_id': 0}
+z|{'ac_region_id': 0}
+add|
+wrap_body_0.y|{'ac_region_id': 0, 'inner': 1}
+wrap_body_0.cos|{'ac_region_id': 0}""")
+        self.assertExpectedInline(meta_table(cap.aot.fw_graphs[0], columns=("OrigAten", "custom")), """\
+OrigAten|custom
+aten.sin.default|{'ac_region_id': 0, 'inner': 1}
+aten.cos.default|{'ac_region_id': 0}
+aten.add.Tensor|""")
+
+    def test_flex_attention_score_and_mask_subgraphs(self):
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        def score_mod(score, b, h, q, kv):
+            return score * 2
+
+        def causal(b, h, q, kv):
+            return q >= kv
+
+        block_mask = create_block_mask(causal, 1, 1, 128, 128, device="cpu")
+
+        def f(q, k, v):
+            with fx_traceback.annotate({"attn": 0}):
+                return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+        q, k, v = (torch.randn(1, 1, 128, 8) for _ in range(3))
+        cap = self.compile_and_run(f, q, k, v, fullgraph=True, backward=False)
+        gm = cap.dynamo_graphs[0]
+        flex = [n for n in gm.graph.nodes if n.op == "call_function" and "flex_attention" in str(n.target)]
+        self.assertEqual(len(flex), 1)
+        self.assertEqual(flex[0].meta["custom"], {"attn": 0})
+        subgraph_names = {a.target for a in flex[0].all_input_nodes if a.op == "get_attr"}
+        self.assertGreaterEqual(len(subgraph_names), 2)  # score_mod and mask_mod graphs
+        for name in subgraph_names:
+            holder = next(n for n in gm.graph.nodes if n.op == "get_attr" and n.target == name)
+            self.assertEqual(holder.meta["custom"], {"attn": 0}, name)
+            body = [n for n in getattr(gm, name).graph.nodes if n.op == "call_function"]
+            self.assertTrue(body, name)
+            self.assertTrue(all(n.meta.get("custom") == {"attn": 0} for n in body), name)
+
+    def test_graph_break_inside_annotate_compiles_both_sides(self):
+        def f(x):
+            with fx_traceback.annotate({"region": 0, "cfg": {"lr": [1, 2]}}):
+                a = x.sin()
+                torch._dynamo.graph_break()
+                b = a.cos()
+            return b + 1
+
+        cap = self.compile_and_run(f, torch.randn(4, requires_grad=True))
+        self.assertEqual(len(cap.dynamo_graphs), 2)
+        self.assertExpectedInline("\n--\n".join(dynamo_table(g) for g in cap.dynamo_graphs), """\
+a|{'region': 0, 'cfg': {'lr': [1, 2]}}
+--
+b|{'region': 0, 'cfg': {'lr': [1, 2]}}
+add|""")
+        self.assertExpectedInline("\n--\n".join(
+            meta_table(g, columns=("OrigAten", "custom")) for g in cap.aot.fw_graphs), """\
+OrigAten|custom
+aten.sin.default|{'region': 0, 'cfg': {'lr': [1, 2]}}
+--
+OrigAten|custom
+aten.cos.default|{'region': 0, 'cfg': {'lr': [1, 2]}}
+aten.add.Tensor|""")
+        # the first side is compiled while tracing is still inside the block: the backend
+        # must not see the block's annotation (it would stamp it on every node it creates)
+        self.assert_no_annotation_on_inputs_and_outputs(cap)
+        self.assert_tracing_state_clean()
+
+    def test_recompile_with_dynamic_shapes_keeps_annotation(self):
+        def f(x):
+            with fx_traceback.annotate({"r": 0}):
+                y = x.sin() * x.shape[0]
+            return y + 1
+
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap)
+        for n in (4, 5, 6, 5):
+            x = torch.randn(n)
+            self.assertEqual(compiled(x), f(x))
+        # static first, one recompile to dynamic, then cache hits: annotate adds no failing guard
+        self.assertEqual(len(cap.dynamo_graphs), 2)
+        self.assertTrue(any(isinstance(v, torch.SymInt) for n in cap.dynamo_graphs[1].graph.nodes
+                            if n.op == "placeholder" for v in [n.meta.get("example_value")]))
+        for gm in cap.dynamo_graphs:
+            self.assertEqual([n.meta.get("custom") for n in gm.graph.nodes if n.op in NODE_OPS],
+                             [{"r": 0}, {"r": 0}, None])
+        for fw in cap.aot.fw_graphs:
+            customs = [n.meta.get("custom") for n in fw.graph.nodes if n.op == "call_function"]
+            self.assertEqual(customs, [{"r": 0}, {"r": 0}, None])
+
+    def test_eager_annotate_around_compiled_call_does_not_leak_into_backward(self):
+        def f(x):
+            return x.sin().cos()
+
+        with fx_traceback.annotate({"outer": 1}):
+            cap = self.compile_and_run(f, torch.randn(4, requires_grad=True))
+        # the backend compiles outside the caller's annotation; nothing was annotated in f
+        for gm in cap.aot.fw_graphs + cap.aot.bw_graphs:
+            self.assertEqual([n.name for n in gm.graph.nodes if "custom" in n.meta], [])
+
+    def test_non_constant_annotation_is_a_clear_error(self):
+        def f(x, t):
+            with fx_traceback.annotate({"weights": t}):
+                return x + 1
+
+        with self.assertRaisesRegex(Exception, r"annotation key 'weights' is Tensor .*not a compile-time constant"):
+            torch.compile(f, backend="eager")(torch.randn(2), torch.randn(2))
+        self.assert_tracing_state_clean()
+
+
+def run_oracle_program(python):
+    out = subprocess.run([str(python), str(ORACLE_PROGRAM)], capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise AssertionError(f"{python} {ORACLE_PROGRAM} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@unittest.skipUnless(ORACLE_PYTHON.exists(), f"upstream oracle interpreter {ORACLE_PYTHON} does not exist "
+                     "(create .venv-oracle with torch 2.13.0 or set TORCH_OVERLAY_ORACLE_PYTHON)")
+class AnnotateDynamoOracleTests(TestCase):
+    """The same programs under upstream torch: where upstream has the behaviour, the
+    per-graph node annotations are identical; a graph break is where we go beyond it."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.ours = run_oracle_program(sys.executable)["captures"]
+        cls.upstream = run_oracle_program(ORACLE_PYTHON)["captures"]
+
+    def test_same_annotations_as_upstream(self):
+        for name in ("nested", "decorators", "around_checkpoint"):
+            with self.subTest(name):
+                self.assertTrue(self.upstream[name]["graphs"], "upstream captured nothing")
+                self.assertEqual(self.ours[name], self.upstream[name])
+
+    def test_graph_break_beyond_upstream(self):
+        # upstream abandons the frame to eager; we compile both sides, annotated
+        self.assertEqual(self.upstream["graph_break"]["graphs"], [])
+        self.assertEqual(self.ours["graph_break"], {
+            "graphs": [['{"region": 0}'], ['null', '{"region": 0}']], "same_as_eager": True})
+
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,135 @@
+# Owner(s): ["oncall: export"]
+"""torch.fx.traceback.annotate under torch.export (patches 164678-dynamo-annotate and
+local-export-annotate): strict and non-strict exports carry node.meta["custom"] without a
+user preserve_node_meta(), hold no internal keys in it, and keep it through
+run_decompositions() and torch.export.save/load; an annotation JSON cannot hold is a
+save-time error naming the key.
+"""
+import io
+import json
+import os
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+import torch
+import torch.fx.traceback as fx_traceback
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+REPO = Path(__file__).resolve().parents[2]
+ORACLE_PYTHON = Path(os.environ.get("TORCH_OVERLAY_ORACLE_PYTHON", REPO / ".venv-oracle" / "bin" / "python"))
+
+
+class Annotated(torch.nn.Module):
+    def __init__(self, annotation=None):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.annotation = annotation or {"stage": 0, "cfg": {"bucket": [1, 2]}}
+
+    def forward(self, x):
+        with fx_traceback.annotate(self.annotation):
+            y = self.lin(x)
+        return torch.nn.functional.relu(y)
+
+
+def customs(ep):
+    """{call_function node target name: custom} of an ExportedProgram."""
+    return {str(n.target): n.meta.get("custom") for n in ep.graph.nodes if n.op == "call_function"}
+
+
+def round_trip(ep):
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
+    buf.seek(0)
+    return torch.export.load(buf)
+
+
+EXPECTED_CUSTOM = {"stage": 0, "cfg": {"bucket": [1, 2]}}
+
+
+class ExportAnnotateTests(TestCase):
+    def export(self, strict, module=None):
+        torch._dynamo.reset()
+        ep = torch.export.export(module or Annotated(), (torch.randn(2, 4),), strict=strict)
+        self.assertNotIn("custom", fx_traceback.current_meta)
+        self.assertFalse(fx_traceback.has_preserved_node_meta())
+        return ep
+
+    def test_strict_and_non_strict_carry_custom(self):
+        for strict in (True, False):
+            with self.subTest(strict=strict):
+                self.assertEqual(customs(self.export(strict)),
+                                 {"aten.linear.default": EXPECTED_CUSTOM, "aten.relu.default": None})
+
+    def test_no_internal_keys_in_custom(self):
+        for strict in (True, False):
+            with self.subTest(strict=strict):
+                ep = self.export(strict)
+                annotated = [n.meta["custom"] for n in ep.graph.nodes if "custom" in n.meta]
+                self.assertTrue(annotated)
+                for custom in annotated:
+                    self.assertEqual(sorted(custom), ["cfg", "stage"])
+
+    def test_run_decompositions_keeps_custom(self):
+        for strict in (True, False):
+            with self.subTest(strict=strict):
+                decomposed = customs(self.export(strict).run_decompositions())
+                self.assertNotIn("aten.linear.default", decomposed)
+                self.assertEqual(decomposed, {"aten.permute.default": EXPECTED_CUSTOM,
+                                              "aten.addmm.default": EXPECTED_CUSTOM,
+                                              "aten.relu.default": None})
+
+    def test_save_load_round_trip(self):
+        for strict in (True, False):
+            with self.subTest(strict=strict):
+                ep = self.export(strict)
+                loaded = round_trip(ep)
+                self.assertEqual(customs(loaded), customs(ep))
+                self.assertEqual(customs(round_trip(ep.run_decompositions()))["aten.addmm.default"],
+                                 EXPECTED_CUSTOM)
+                x = torch.randn(2, 4)
+                self.assertEqual(loaded.module()(x), ep.module()(x))
+
+    def test_unserialisable_annotation_is_a_save_time_error_naming_the_key(self):
+        # non-strict runs annotate eagerly, so any Python value can reach custom
+        ep = self.export(False, Annotated({"stage": 0, "devices": {"cpu", "meta"}}))
+        self.assertEqual(customs(ep)["aten.linear.default"]["devices"], {"cpu", "meta"})
+        with self.assertRaisesRegex(Exception, r"annotation key 'devices' holds a set"):
+            torch.export.save(ep, io.BytesIO())
+
+
+ORACLE_SNIPPET = """
+import json, torch, torch.fx.traceback as fx_traceback
+class Annotated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+    def forward(self, x):
+        with fx_traceback.annotate({"stage": 0, "cfg": {"bucket": [1, 2]}}):
+            y = self.lin(x)
+        return torch.nn.functional.relu(y)
+ep = torch.export.export(Annotated(), (torch.randn(2, 4),), strict=True)
+out = {"export": {str(n.target): n.meta.get("custom") for n in ep.graph.nodes if n.op == "call_function"},
+       "decomposed": {str(n.target): n.meta.get("custom") for n in ep.run_decompositions().graph.nodes
+                      if n.op == "call_function"}}
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+@unittest.skipUnless(ORACLE_PYTHON.exists(), f"upstream oracle interpreter {ORACLE_PYTHON} does not exist "
+                     "(create .venv-oracle with torch 2.13.0 or set TORCH_OVERLAY_ORACLE_PYTHON)")
+class ExportAnnotateOracleTests(TestCase):
+    def test_strict_export_matches_upstream(self):
+        def run(python):
+            out = subprocess.run([str(python), "-c", ORACLE_SNIPPET], capture_output=True, text=True, timeout=300)
+            self.assertEqual(out.returncode, 0, out.stderr[-3000:])
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        upstream = run(ORACLE_PYTHON)
+        self.assertEqual(upstream["export"]["aten.linear.default"], EXPECTED_CUSTOM)
+        self.assertEqual(run(sys.executable), upstream)
+
+
+if __name__ == "__main__":
+    run_tests()
