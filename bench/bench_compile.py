@@ -1,0 +1,76 @@
+"""Compile time, step time and tracing memory: patched vs vanilla torch 2.5.1, side by side.
+
+usage: .venv/bin/python bench/bench_compile.py [--pairs N] [--layers N]
+The vanilla side is a real second environment: a scratch venv whose torch is
+.venv's with the overlay reverted (the release's files, checked against the
+wheel's RECORD). Every measurement is a fresh process; vanilla and patched runs
+alternate (order flipped every pair) so drift of this noisy machine hits both
+alike, and only ratios measured in this one run are printed.
+Targets: compile patched/vanilla <= 1.02, step <= 1.01, tracing peak memory <= 1.02.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "test" / "overlay"))
+from scratch_torch import VENV, ScratchTorch  # noqa: E402
+
+CONFIGS = [("aot_eager", "flex"), ("inductor", "sdpa")]
+TARGETS = {"compile_s": 1.02, "step_s": 1.01, "peak_trace_bytes": 1.02}
+
+
+def run(python, backend, attention, layers, cache_dir, memory=False):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": cache_dir,
+           "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+    cmd = [str(python), str(HERE / "transformer_workload.py"), "--backend", backend,
+           "--attention", attention, "--layers", str(layers)] + (["--memory"] if memory else [])
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{cmd} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=24)
+    a = ap.parse_args()
+    status = subprocess.run([str(VENV / "bin" / "torch-overlay"), "status"], capture_output=True, text=True).stdout
+    if "applied: none" in status:
+        raise SystemExit(".venv's torch is not patched: run scripts/setup.sh first")
+    with tempfile.TemporaryDirectory() as tmp:
+        vanilla = ScratchTorch(Path(tmp) / "vanilla")
+        envs = {"vanilla": vanilla.python, "patched": VENV / "bin" / "python"}
+        caches = {name: str(Path(tmp) / f"inductor-cache-{name}") for name in envs}
+        print(f"{'config':<20} {'metric':<17} {'vanilla':>10} {'patched':>10} {'ratio':>7} {'target':>7}")
+        for backend, attention in CONFIGS:
+            for name, py in envs.items():  # warm-up: fills each side's kernel cache, discarded
+                run(py, backend, attention, a.layers, caches[name])
+            results = {name: [] for name in envs}
+            for i in range(a.pairs):
+                for name in (["vanilla", "patched"] if i % 2 == 0 else ["patched", "vanilla"]):
+                    results[name].append(run(envs[name], backend, attention, a.layers, caches[name]))
+            memory = {name: run(py, backend, attention, a.layers, caches[name], memory=True)
+                      for name, py in envs.items()}
+            config = f"{backend}+{attention}"
+            for metric in ("compile_s", "step_s", "peak_trace_bytes"):
+                if metric == "peak_trace_bytes":
+                    v, p = memory["vanilla"][metric], memory["patched"][metric]
+                else:
+                    v = statistics.median(r[metric] for r in results["vanilla"])
+                    p = statistics.median(r[metric] for r in results["patched"])
+                ratio = p / v
+                verdict = "ok" if ratio <= TARGETS[metric] else "MISSED"
+                print(f"{config:<20} {metric:<17} {v:>10.4g} {p:>10.4g} {ratio:>7.3f} {TARGETS[metric]:>7} {verdict}")
+        print(f"pairs={a.pairs} layers={a.layers}; vanilla annotate present: "
+              f"{results['vanilla'][0]['annotate']}, patched: {results['patched'][0]['annotate']}")
+
+
+if __name__ == "__main__":
+    main()
