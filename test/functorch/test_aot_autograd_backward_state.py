@@ -131,17 +131,17 @@ SeqNr|OrigAten|custom|autograd_backward
 4|aten.view.default||True
 7|aten.add.Tensor||True
 3|aten.t.default||True
-2|aten.detach.default||True
-2|aten.detach.default||True
-2|aten.detach.default||True
-2|aten.detach.default||True
-2|aten.threshold_backward.default||True
-1|aten.t.default||True
-1|aten.mm.default||True
-1|aten.t.default||True
-1|aten.sum.dim_IntList||True
-1|aten.view.default||True
-0|aten.t.default||True""")
+2|aten.detach.default|{'region': 'enc'}|True
+2|aten.detach.default|{'region': 'enc'}|True
+2|aten.detach.default|{'region': 'enc'}|True
+2|aten.detach.default|{'region': 'enc'}|True
+2|aten.threshold_backward.default|{'region': 'enc'}|True
+1|aten.t.default|{'region': 'enc'}|True
+1|aten.mm.default|{'region': 'enc'}|True
+1|aten.t.default|{'region': 'enc'}|True
+1|aten.sum.dim_IntList|{'region': 'enc'}|True
+1|aten.view.default|{'region': 'enc'}|True
+0|aten.t.default|{'region': 'enc'}|True""")
 
     def test_set_autograd_backward_nests_and_restores(self):
         with fx_traceback.preserve_node_meta():
