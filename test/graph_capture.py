@@ -9,7 +9,9 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from torch_overlay.graph_table import graph_modules, meta_rows, meta_table  # noqa: F401 (re-exported)
+from torch_overlay.graph_table import graph_modules, meta_rows, meta_table
+
+__all__ = ["RecordGraphs", "call_function_nodes", "graph_modules", "meta_rows", "meta_table"]
 
 
 class RecordGraphs:
@@ -42,27 +44,3 @@ def call_function_nodes(gm: torch.fx.GraphModule):
         for node in sub.graph.nodes:
             if node.op == "call_function":
                 yield name, node
-
-
-def annotating_backend(recorder: RecordGraphs, annotation: dict, select):
-    """A torch.compile backend that puts a copy of ``annotation`` into
-    ``node.meta["custom"]`` of every Dynamo graph node ``select(subgraph name,
-    node)`` accepts, then hands the graph to AOTAutograd with ``recorder``'s
-    compilers.
-
-    torch 2.5.1's Dynamo does not run ``fx.traceback.annotate``; this gives the
-    Dynamo graph the ``custom`` metadata newer Dynamo would, so AOTAutograd's
-    handling of higher-order ops that only Dynamo produces (checkpoint's
-    ``tag_activation_checkpoint``) can be tested on 2.5.1.
-    """
-    import copy
-
-    aot_backend = recorder.backend
-
-    def backend(gm, example_inputs):
-        for name, node in call_function_nodes(gm):
-            if select(name, node):
-                node.meta["custom"] = copy.deepcopy(annotation)
-        return aot_backend(gm, example_inputs)
-
-    return backend

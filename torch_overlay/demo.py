@@ -1,35 +1,54 @@
-"""``torch-overlay demo``: trace a small annotated model and print its graph metadata.
+"""``torch-overlay demo``: compile a small annotated model and print its graph metadata.
 
-Shows, for the forward and backward graphs AOTAutograd compiles, which
-annotation (``custom``) and which flags every op carries on this torch, so a
-user sees at a glance what the overlay adds.
+Shows, for the forward and backward graphs AOTAutograd hands to its compilers
+under ``torch.compile``, which annotation (``custom``) and which flags every op
+carries on this torch, subgraphs included, so a user sees at a glance what the
+overlay adds. The model has a flex_attention layer: its score_mod and mask_mod
+become subgraphs of the forward ``flex_attention`` op and of the backward
+``flex_attention_backward`` op (``fw_graph``, ``joint_graph``, ``mask_graph``).
 """
 from __future__ import annotations
+
+SEQ_LEN, HEADS, HEAD_DIM = 128, 2, 8
 
 
 def build_model():
     import torch
     from torch import nn
     from torch.fx.traceback import annotate
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    def causal(b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx
+
+    def relative_bias(score, b, h, q_idx, kv_idx):
+        return score + (q_idx - kv_idx)
 
     class DemoModel(nn.Module):
         def __init__(self):
             super().__init__()
-            self.fc1 = nn.Linear(8, 16)
-            self.fc2 = nn.Linear(16, 4)
+            self.qkv = nn.Linear(HEADS * HEAD_DIM, 3 * HEADS * HEAD_DIM)
+            self.head = nn.Linear(HEADS * HEAD_DIM, 4)
+            self.block_mask = create_block_mask(causal, 1, 1, SEQ_LEN, SEQ_LEN, device="cpu")
 
         def forward(self, x):
-            with annotate({"region": "encoder"}):
-                h = torch.relu(self.fc1(x))
+            b, s, _ = x.shape
+            with annotate({"region": "attention"}):
+                q, k, v = self.qkv(x).view(b, s, 3, HEADS, HEAD_DIM).permute(2, 0, 3, 1, 4)
+                out = flex_attention(q, k, v, score_mod=relative_bias, block_mask=self.block_mask)
             with annotate({"region": "head"}):
-                return self.fc2(h).sum()
+                return self.head(torch.relu(out.transpose(1, 2).reshape(b, s, -1))).sum()
 
     return DemoModel()
 
 
 def capture(model, *inputs):
-    """(forward graph, backward graph) compiled by AOTAutograd for ``model``."""
-    from functorch.compile import aot_module, make_boxed_func
+    """(forward graph, backward graph) AOTAutograd compiles for ``model`` under torch.compile."""
+    import warnings
+
+    import torch
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
 
     graphs = {}
 
@@ -39,8 +58,11 @@ def capture(model, *inputs):
             return make_boxed_func(gm.forward)
         return compiler
 
-    compiled = aot_module(model, fw_compiler=keep("forward"), bw_compiler=keep("backward"))
-    compiled(*inputs).backward()
+    torch._dynamo.reset()
+    backend = aot_autograd(fw_compiler=keep("forward"), bw_compiler=keep("backward"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.compile(model, backend=backend, fullgraph=True)(*inputs).backward()
     return graphs["forward"], graphs["backward"]
 
 
@@ -53,13 +75,14 @@ def main() -> str:
         return (f"torch {torch.__version__} has no torch.fx.traceback.annotate: "
                 "the overlay is not applied (run 'torch-overlay apply')")
     torch.manual_seed(0)
-    fw, bw = capture(build_model(), torch.randn(2, 8))
+    fw, bw = capture(build_model(), torch.randn(1, SEQ_LEN, HEADS * HEAD_DIM))
     seqs = [r[2] for r in meta_rows(fw) + meta_rows(bw) if r[2] != ""]
     base = min(seqs) if seqs else None
     return "\n".join([
-        f"torch {torch.__version__}: forward graph",
-        meta_table(fw, base),
+        f"torch {torch.__version__}, torch.compile(aot_autograd): forward graph "
+        "(rows of a subgraph start with its name)",
+        meta_table(fw, base, skip_getitem=True),
         "",
         "backward graph",
-        meta_table(bw, base),
+        meta_table(bw, base, skip_getitem=True),
     ])

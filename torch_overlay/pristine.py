@@ -56,7 +56,7 @@ def from_installation(inst: TorchInstallation, release: str) -> PristineReader:
             expected = saved["pristine"]
         else:
             if not (inst.site / path).is_file():
-                raise OverlayError(f"the installed torch {inst.version} has no {path}",
+                raise OverlayError(f"the installed torch {release} has no file {path}",
                                    todo=f"reinstall torch {release}, or pass --wheel with a torch {release} wheel")
             data = (inst.site / path).read_bytes()
             expected = entries.get(path)

@@ -54,16 +54,6 @@ def _pristine_reader(version: str, wheel: Path | None):
     return from_wheel(wheel)
 
 
-def _read_all(read, paths: list[str], version: str) -> dict[str, bytes]:
-    files = {}
-    for path in paths:
-        try:
-            files[path] = read(path)
-        except FileNotFoundError:  # the installed torch lacks it (a wheel reader names it itself)
-            raise OverlayError(f"torch {version} has no file {path}", unchanged="nothing was created") from None
-    return files
-
-
 def create_workspace(version: str, dir: Path, wheel: Path | None = None, extra: list[str] = ()) -> str:
     series = load_series(version)
     if dir.exists() and (not dir.is_dir() or any(dir.iterdir())):
@@ -71,7 +61,8 @@ def create_workspace(version: str, dir: Path, wheel: Path | None = None, extra: 
                            todo="pass a new folder")
     paths = [p for p in series.touched if p not in series.created]
     paths = list(dict.fromkeys(paths + [_repository_path(p) for p in extra]))
-    files = _read_all(_pristine_reader(version, wheel), paths, version)
+    read = _pristine_reader(version, wheel)
+    files = {path: read(path) for path in paths}
 
     made_dir = not dir.exists()
     dir.mkdir(parents=True, exist_ok=True)

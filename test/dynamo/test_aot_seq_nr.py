@@ -15,7 +15,7 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/graph_capture.py when run as a script
 
-from graph_capture import RecordGraphs, meta_rows, meta_table
+from graph_capture import RecordGraphs, meta_rows
 
 
 class ConvNet(torch.nn.Module):

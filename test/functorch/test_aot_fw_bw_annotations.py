@@ -8,9 +8,9 @@ nodes are recognised by the backward tag, not by a missing nn_module_stack
 (functional ops like ``torch.relu`` have none in the forward either), and the
 search spans every subgraph (flex_attention's score/mask graphs).
 
-2.5.1's Dynamo does not run ``annotate``, so the programs are traced with
-``aot_function`` / ``aot_module``; checkpoint's ``tag_activation_checkpoint``
-only exists under Dynamo, there the Dynamo graph is annotated by the backend.
+Most programs are traced with ``aot_function`` / ``aot_module``; checkpoint's
+``tag_activation_checkpoint`` only exists under Dynamo, so those run under
+``torch.compile`` with ``annotate`` in the compiled function.
 """
 import copy
 import functools
@@ -26,7 +26,7 @@ from torch.fx.traceback import annotate
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from graph_capture import RecordGraphs, annotating_backend, call_function_nodes  # noqa: E402
+from graph_capture import RecordGraphs, call_function_nodes  # noqa: E402
 
 from functorch.compile import aot_function, aot_module  # noqa: E402
 
@@ -345,20 +345,22 @@ class TestActivationCheckpointing(AnnotationTestCase):
         self.assertEqual(user, {"region": "ckpt"})
 
     def run_dynamo(self, **checkpoint_kwargs):
-        """Checkpoint as Dynamo's tag_activation_checkpoint HOP: its node and body annotated."""
+        """Checkpoint as Dynamo's tag_activation_checkpoint HOP: annotate runs under Dynamo
+        (patch 164678), so the HOP node and its body carry the region into AOTAutograd."""
         from torch.utils.checkpoint import checkpoint
 
-        def fn(x, w, w2):
-            return (checkpoint(block, x, w, **checkpoint_kwargs) @ w2).sum()
-
         user = {"region": "ckpt"}
+
+        def fn(x, w, w2):
+            with annotate(user):
+                h = checkpoint(block, x, w, **checkpoint_kwargs)
+            return (h @ w2).sum()
+
         recorder = RecordGraphs()
-        backend = annotating_backend(
-            recorder, user, lambda sub, n: bool(sub) or "tag_activation_checkpoint" in op(n))
         torch._dynamo.reset()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.compile(fn, backend=backend, fullgraph=True)(*self.inputs()).backward()
+            torch.compile(fn, backend=recorder.backend, fullgraph=True)(*self.inputs()).backward()
         self.assertEqual((len(recorder.fw_graphs), len(recorder.bw_graphs)), (1, 1))
         self.check(recorder.fw_graphs[0], recorder.bw_graphs[0], expect_recompute=True)
         self.assertNotShared(recorder.fw_graphs + recorder.bw_graphs, [user])

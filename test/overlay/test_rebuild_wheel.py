@@ -241,15 +241,28 @@ def test_non_wheel_file_is_refused(kind, tmp_path):
 
 @pytest.fixture(scope="module")
 def other_wheel(tmp_path_factory):
-    """A tiny real wheel of a throwaway project, built by pip."""
+    """A tiny valid wheel of another project (written directly: the .venv has no 'wheel' package
+    for 'pip wheel --no-build-isolation', and an isolated build would need the registry)."""
+    import base64
+    import hashlib
+    import zipfile
+
     root = tmp_path_factory.mktemp("throwaway")
-    (root / "src").mkdir()
-    (root / "src" / "setup.py").write_text("from setuptools import setup\nsetup(name='throwaway-thing', version='1.0', "
-                                           "py_modules=['throwaway_thing'])\n")
-    (root / "src" / "throwaway_thing.py").write_text("VALUE = 1\n")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(root / "dist"), str(root / "src")], check=True, capture_output=True)
-    (wheel,) = (root / "dist").glob("*.whl")
+    wheel = root / "throwaway_thing-1.0-py3-none-any.whl"
+    files = {
+        "throwaway_thing.py": b"VALUE = 1\n",
+        "throwaway_thing-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: throwaway-thing\nVersion: 1.0\n",
+        "throwaway_thing-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append("throwaway_thing-1.0.dist-info/RECORD,,")
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+        zf.writestr("throwaway_thing-1.0.dist-info/RECORD", "\n".join(record) + "\n")
     return wheel
 
 
