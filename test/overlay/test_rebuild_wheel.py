@@ -70,17 +70,13 @@ def release_wheel():
 class Rebuilt:
     path: Path
     stderr: str
-    seconds: float
 
 
 @pytest.fixture(scope="module")
 def rebuilt(release_wheel, tmp_path_factory):
     out = tmp_path_factory.mktemp("rebuilt")
-    started = time.monotonic()
     proc = overlay_cli("rebuild-wheel", str(release_wheel), "-o", str(out), check=True)
-    seconds = time.monotonic() - started
-    print(f"\nrebuild-wheel wall time: {seconds:.1f} s")
-    yield Rebuilt(Path(proc.stdout.strip()), proc.stderr, seconds)
+    yield Rebuilt(Path(proc.stdout.strip()), proc.stderr)
     shutil.rmtree(out)
 
 
@@ -174,12 +170,11 @@ def test_unchanged_members_keep_their_compressed_bytes(rebuilt, release_wheel, s
         assert not differing
 
 
-def test_progress_on_stderr_and_done_within_90_s(rebuilt):
+def test_progress_on_stderr(rebuilt):
     lines = rebuilt.stderr.splitlines()
     percents = [int(m.group(1)) for l in lines if (m := re.match(r"rebuild-wheel: (\d+)% \(\d+ of \d+ MiB\)$", l))]
     assert percents == list(range(10, 101, 10))
     assert re.match(rf"rebuild-wheel: wrote {re.escape(rebuilt.path.name)} \(\d+ MiB\) in [\d.]+ s$", lines[-1])
-    assert rebuilt.seconds < 90
 
 
 def test_local_version_label_is_normalized(release_wheel, tmp_path):
