@@ -1,12 +1,19 @@
 """Compile time, step time and tracing memory: patched vs vanilla torch 2.5.1, side by side.
 
-usage: .venv/bin/python bench/bench_compile.py [--pairs N] [--layers N]
+usage: .venv/bin/python bench/bench_compile.py [--pairs N] [--layers N] [--backend aot_eager|inductor]
 The vanilla side is a real second environment: a scratch venv whose torch is
 .venv's with the overlay reverted (the release's files, checked against the
 wheel's RECORD). Every measurement is a fresh process; vanilla and patched runs
 alternate (order flipped every pair) so drift of this noisy machine hits both
 alike, and only ratios measured in this one run are printed.
 Targets: compile patched/vanilla <= 1.02, step <= 1.01, tracing peak memory <= 1.02.
+
+Two more memory rows say where the memory goes: the patched torch tracing the
+same model with its annotate blocks replaced by null contexts (the cost of the
+mechanism alone, against vanilla), and torch 2.13 (.venv-oracle, if set up)
+tracing it with and without annotations (what upstream pays for the same
+annotations: one "custom" dict per annotated node of every graph). 2.13 refuses
+flex_attention's backward on CPU, so its rows use the SDPA variant of the model.
 """
 import argparse
 import json
@@ -25,11 +32,12 @@ CONFIGS = [("aot_eager", "flex"), ("inductor", "sdpa")]
 TARGETS = {"compile_s": 1.02, "step_s": 1.01, "peak_trace_bytes": 1.02}
 
 
-def run(python, backend, attention, layers, cache_dir, memory=False):
+def run(python, backend, attention, layers, cache_dir, memory=False, annotate=True):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": cache_dir,
            "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
     cmd = [str(python), str(HERE / "transformer_workload.py"), "--backend", backend,
-           "--attention", attention, "--layers", str(layers)] + (["--memory"] if memory else [])
+           "--attention", attention, "--layers", str(layers)]
+    cmd += (["--memory"] if memory else []) + ([] if annotate else ["--no-annotate"])
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{cmd} failed:\n{out.stderr[-3000:]}")
@@ -40,7 +48,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--layers", type=int, default=24)
+    ap.add_argument("--backend", choices=[b for b, _ in CONFIGS], help="only this configuration")
     a = ap.parse_args()
+    oracle = VENV.parent / ".venv-oracle" / "bin" / "python"
     status = subprocess.run([str(VENV / "bin" / "torch-overlay"), "status"], capture_output=True, text=True).stdout
     if "applied: none" in status:
         raise SystemExit(".venv's torch is not patched: run scripts/setup.sh first")
@@ -50,6 +60,8 @@ def main():
         caches = {name: str(Path(tmp) / f"inductor-cache-{name}") for name in envs}
         print(f"{'config':<20} {'metric':<17} {'vanilla':>10} {'patched':>10} {'ratio':>7} {'target':>7}")
         for backend, attention in CONFIGS:
+            if a.backend and backend != a.backend:
+                continue
             for name, py in envs.items():  # warm-up: fills each side's kernel cache, discarded
                 run(py, backend, attention, a.layers, caches[name])
             results = {name: [] for name in envs}
@@ -68,6 +80,19 @@ def main():
                 ratio = p / v
                 verdict = "ok" if ratio <= TARGETS[metric] else "MISSED"
                 print(f"{config:<20} {metric:<17} {v:>10.4g} {p:>10.4g} {ratio:>7.3f} {TARGETS[metric]:>7} {verdict}")
+            peak = "peak_trace_bytes"
+            off = run(envs["patched"], backend, attention, a.layers, caches["patched"], memory=True, annotate=False)
+            v, p = memory["vanilla"][peak], off[peak]
+            verdict = "ok" if p / v <= TARGETS[peak] else "MISSED"
+            print(f"{config:<20} {'  annotations off':<17} {v:>10.4g} {p:>10.4g} {p / v:>7.3f} {TARGETS[peak]:>7} {verdict}"
+                  "   (patched torch, annotate blocks replaced by null contexts)")
+            if oracle.exists():
+                with tempfile.TemporaryDirectory() as cache:
+                    up_off, up_on = (run(oracle, backend, "sdpa", a.layers, cache, memory=True, annotate=on)
+                                     for on in (False, True))
+                v, p = up_off[peak], up_on[peak]
+                print(f"{config:<20} {'  torch ' + up_on['torch']:<17} {v:>10.4g} {p:>10.4g} {p / v:>7.3f} {'-':>7}"
+                      "      (upstream, sdpa: annotations off -> on)")
         print(f"pairs={a.pairs} layers={a.layers}; vanilla annotate present: "
               f"{results['vanilla'][0]['annotate']}, patched: {results['patched'][0]['annotate']}")
 

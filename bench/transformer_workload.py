@@ -1,14 +1,16 @@
 """One measurement in one fresh process: compile a deep transformer with flex_attention
 and annotated regions, then time training steps.
 
-usage: python transformer_workload.py --backend aot_eager|inductor [--attention flex|sdpa] --layers N [--memory]
+usage: python transformer_workload.py --backend aot_eager|inductor [--attention flex|sdpa] --layers N
+       [--memory] [--no-annotate]
 Prints one JSON line: compile_s (first forward+backward, i.e. Dynamo + AOTAutograd
 + backend), step_s (median of later steps), peak_trace_bytes (tracemalloc peak
 during compilation; only with --memory, whose tracing overhead spoils the times).
 torch 2.5.1's Inductor has no CPU lowering for flex_attention (it asks for an
 NVIDIA driver), so Inductor runs use ``--attention sdpa``.
 Runs unchanged on vanilla torch, where ``annotate`` does not exist: it then
-uses a null context, so both sides compile the same model.
+uses a null context, so both sides compile the same model. ``--no-annotate``
+uses the null context on any torch, to price the annotations themselves.
 """
 import argparse
 import contextlib
@@ -23,7 +25,13 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-annotate = getattr(fx_traceback, "annotate", lambda tag: contextlib.nullcontext())
+
+
+def no_annotation(tag):
+    return contextlib.nullcontext()
+
+
+annotate = getattr(fx_traceback, "annotate", no_annotation)
 
 
 def causal(b, h, q_idx, kv_idx):
@@ -72,9 +80,13 @@ def main():
     ap.add_argument("--attention", choices=["flex", "sdpa"], default="flex")
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--memory", action="store_true")
+    ap.add_argument("--no-annotate", action="store_true")
     a = ap.parse_args()
+    if a.no_annotate:
+        global annotate
+        annotate = no_annotation
     torch.manual_seed(0)
     model = Transformer(a.layers, a.attention)
     x = torch.randn(2, a.seq, 64)
@@ -97,7 +109,7 @@ def main():
         t = time.perf_counter()
         step()
         steps.append(time.perf_counter() - t)
-    print(json.dumps({"torch": torch.__version__, "annotate": hasattr(fx_traceback, "annotate"),
+    print(json.dumps({"torch": torch.__version__, "annotate": annotate is not no_annotation,
                       "compile_s": compile_s, "step_s": statistics.median(steps), "peak_trace_bytes": peak}))
 
 
