@@ -93,6 +93,25 @@ class TestNoAliasing(TestCase):
         self.assertEqual(cos.meta["custom"], {"tags": ["x"], "cfg": {"k": 1}})
         self.assertEqual(user, {"tags": ["x"], "cfg": {"k": 1}})
 
+    def test_flat_annotation_nodes_own_their_custom(self):
+        # strings and numbers only: the copy is a plain dict copy, still one per node
+        user = {"region": "a", "id": 0, "scale": 0.5, "on": True, "none": None}
+
+        def f(x):
+            with fx_traceback.annotate(user):
+                return x.sin().cos()
+
+        gm = trace(f, torch.randn(3))
+        sin, cos = [n for n in gm.graph.nodes if n.op == "call_function"]
+        self.assertEqual(sin.meta["custom"], user)
+        self.assertIs(type(sin.meta["custom"]), dict)
+        self.assertIsNot(sin.meta["custom"], cos.meta["custom"])
+        self.assertIsNot(sin.meta["custom"], user)
+        sin.meta["custom"]["region"] = "edited"
+        sin.meta["custom"]["added"] = 1
+        self.assertEqual(cos.meta["custom"], {"region": "a", "id": 0, "scale": 0.5, "on": True, "none": None})
+        self.assertEqual(user, {"region": "a", "id": 0, "scale": 0.5, "on": True, "none": None})
+
     def test_node_custom_is_not_the_tracing_state(self):
         seen = {}
 
