@@ -4,11 +4,7 @@ local-dynamo-annotate-graph-break): Dynamo runs annotate eagerly, so its graph n
 HOP subgraphs included -- carry node.meta["custom"], which flows into the AOT forward graph.
 No test enters preserve_node_meta(): Dynamo must not need it.
 """
-import json
-import os
-import subprocess
 import sys
-import unittest
 from pathlib import Path
 
 import torch
@@ -19,10 +15,10 @@ from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from graph_capture import graph_modules, meta_table, RecordGraphs  # noqa: E402
+from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_PROGRAM = REPO / "test" / "oracle" / "programs" / "dynamo_annotate_program.py"
-ORACLE_PYTHON = Path(os.environ.get("TORCH_OVERLAY_ORACLE_PYTHON", REPO / ".venv-oracle" / "bin" / "python"))
 NODE_OPS = ("call_function", "call_method", "call_module", "get_attr")
 
 
@@ -257,15 +253,7 @@ aten.add.Tensor|""")
         self.assert_tracing_state_clean()
 
 
-def run_oracle_program(python):
-    out = subprocess.run([str(python), str(ORACLE_PROGRAM)], capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        raise AssertionError(f"{python} {ORACLE_PROGRAM} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-@unittest.skipUnless(ORACLE_PYTHON.exists(), f"upstream oracle interpreter {ORACLE_PYTHON} does not exist "
-                     "(create .venv-oracle with torch 2.13.0 or set TORCH_OVERLAY_ORACLE_PYTHON)")
+@requires_oracle
 class AnnotateDynamoOracleTests(TestCase):
     """The same programs under upstream torch: where upstream has the behaviour, the
     per-graph node annotations are identical; a graph break is where we go beyond it."""
@@ -273,8 +261,8 @@ class AnnotateDynamoOracleTests(TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.ours = run_oracle_program(sys.executable)["captures"]
-        cls.upstream = run_oracle_program(ORACLE_PYTHON)["captures"]
+        cls.ours = run_json(sys.executable, ORACLE_PROGRAM)["captures"]
+        cls.upstream = run_json(ORACLE_PYTHON, ORACLE_PROGRAM)["captures"]
 
     def test_same_annotations_as_upstream(self):
         for name in ("nested", "decorators", "around_checkpoint"):

@@ -6,19 +6,16 @@ run_decompositions() and torch.export.save/load; an annotation JSON cannot hold 
 save-time error naming the key.
 """
 import io
-import json
-import os
-import subprocess
 import sys
-import unittest
 from pathlib import Path
 
 import torch
 import torch.fx.traceback as fx_traceback
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-REPO = Path(__file__).resolve().parents[2]
-ORACLE_PYTHON = Path(os.environ.get("TORCH_OVERLAY_ORACLE_PYTHON", REPO / ".venv-oracle" / "bin" / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+
 
 
 class Annotated(torch.nn.Module):
@@ -117,18 +114,12 @@ print(json.dumps(out, sort_keys=True))
 """
 
 
-@unittest.skipUnless(ORACLE_PYTHON.exists(), f"upstream oracle interpreter {ORACLE_PYTHON} does not exist "
-                     "(create .venv-oracle with torch 2.13.0 or set TORCH_OVERLAY_ORACLE_PYTHON)")
+@requires_oracle
 class ExportAnnotateOracleTests(TestCase):
     def test_strict_export_matches_upstream(self):
-        def run(python):
-            out = subprocess.run([str(python), "-c", ORACLE_SNIPPET], capture_output=True, text=True, timeout=300)
-            self.assertEqual(out.returncode, 0, out.stderr[-3000:])
-            return json.loads(out.stdout.strip().splitlines()[-1])
-
-        upstream = run(ORACLE_PYTHON)
+        upstream = run_json(ORACLE_PYTHON, "-c", ORACLE_SNIPPET)
         self.assertEqual(upstream["export"]["aten.linear.default"], EXPECTED_CUSTOM)
-        self.assertEqual(run(sys.executable), upstream)
+        self.assertEqual(run_json(sys.executable, "-c", ORACLE_SNIPPET), upstream)
 
 
 if __name__ == "__main__":

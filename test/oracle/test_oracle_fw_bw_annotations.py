@@ -11,25 +11,16 @@ the comparison is per backward op kind: the set of ``custom`` values. Upstream
 compared: torch >= 2.13 refuses its backward on CPU.
 """
 import json
-import os
-import subprocess
 import sys
-import unittest
 from pathlib import Path
 
 from torch.testing._internal.common_utils import TestCase, run_tests
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+
 PROGRAM = Path(__file__).resolve().parent / "programs" / "fw_bw_annotation_program.py"
-ORACLE_PYTHON = Path(os.environ.get("TORCH_OVERLAY_ORACLE_PYTHON", REPO / ".venv-oracle" / "bin" / "python"))
 IGNORED_TARGETS = {"aten.detach.default"}  # count and placement differ between releases
-
-
-def run_program(python):
-    out = subprocess.run([str(python), str(PROGRAM)], capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        raise AssertionError(f"{python} {PROGRAM} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def backward_ops(rows):
@@ -45,14 +36,13 @@ def custom_by_kind(rows):
     return {k: sorted(v) for k, v in kinds.items()}
 
 
-@unittest.skipUnless(ORACLE_PYTHON.exists(), f"upstream oracle interpreter {ORACLE_PYTHON} does not exist "
-                     "(create .venv-oracle with torch 2.13.0 or set TORCH_OVERLAY_ORACLE_PYTHON)")
+@requires_oracle
 class TestOracleFwBwAnnotations(TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.ours = run_program(sys.executable)
-        cls.upstream = run_program(ORACLE_PYTHON)
+        cls.ours = run_json(sys.executable, PROGRAM)
+        cls.upstream = run_json(ORACLE_PYTHON, PROGRAM)
 
     def test_runs_on_the_intended_torches(self):
         self.assertTrue(self.ours["torch"].startswith("2.5.1"), self.ours["torch"])

@@ -9,25 +9,16 @@ kind. Backward ``custom`` comes from the forward→backward metadata copy, which
 is not tracing state and is tested elsewhere.
 """
 import json
-import os
-import subprocess
 import sys
-import unittest
 from pathlib import Path
 
 from torch.testing._internal.common_utils import TestCase, run_tests
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+
 PROGRAM = Path(__file__).resolve().parent / "programs" / "tracing_state_program.py"
-ORACLE_PYTHON = Path(os.environ.get("TORCH_OVERLAY_ORACLE_PYTHON", REPO / ".venv-oracle" / "bin" / "python"))
 IGNORED_TARGETS = {"aten.detach.default"}  # count and placement differ between releases
-
-
-def run_program(python):
-    out = subprocess.run([str(python), str(PROGRAM)], capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        raise AssertionError(f"{python} {PROGRAM} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def is_backward(row):
@@ -43,14 +34,13 @@ def by_kind(rows, key):
     return {k: sorted(v) for k, v in kinds.items()}
 
 
-@unittest.skipUnless(ORACLE_PYTHON.exists(), f"upstream oracle interpreter {ORACLE_PYTHON} does not exist "
-                     "(create .venv-oracle with torch 2.13.0 or set TORCH_OVERLAY_ORACLE_PYTHON)")
+@requires_oracle
 class TestOracleTracingState(TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.ours = run_program(sys.executable)
-        cls.upstream = run_program(ORACLE_PYTHON)
+        cls.ours = run_json(sys.executable, PROGRAM)
+        cls.upstream = run_json(ORACLE_PYTHON, PROGRAM)
 
     def captures(self, name):
         return self.ours["captures"][name], self.upstream["captures"][name]

@@ -1,0 +1,24 @@
+"""The upstream oracle: torch 2.13.0+cpu in its own interpreter (.venv-oracle, made by
+scripts/test.sh, or TORCH_OVERLAY_ORACLE_PYTHON), running the same programs as ours."""
+import json
+import os
+import subprocess
+import unittest
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ORACLE_PYTHON = Path(os.environ.get("TORCH_OVERLAY_ORACLE_PYTHON", REPO / ".venv-oracle" / "bin" / "python"))
+
+requires_oracle = unittest.skipUnless(
+    ORACLE_PYTHON.exists(),
+    f"upstream oracle interpreter {ORACLE_PYTHON} does not exist "
+    "(create .venv-oracle with torch 2.13.0 or set TORCH_OVERLAY_ORACLE_PYTHON)")
+
+
+def run_json(python, *args):
+    """Run ``python ARGS`` (a program's path, or "-c" and its source) and return its last
+    line of output, parsed as JSON."""
+    out = subprocess.run([str(python), *map(str, args)], capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise AssertionError(f"{python} {args[0]} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
