@@ -1,6 +1,8 @@
 """torch.fx.traceback.annotate / annotate_fn and the tracing state they
-write (patches 163673-annotate, 107210-no-state-leaks, local-deep-copy-custom)."""
+write (patches 163673-annotate, local-no-state-leaks,
+local-tracing-state-per-thread, local-annotation-test-helpers)."""
 import sys
+import threading
 from pathlib import Path
 
 import torch
@@ -73,9 +75,13 @@ aten.cos.default|{'region': 'b', 'stage': 1}
 aten.exp.default|""")
 
 
-class TestNoAliasing(TestCase):
-    def test_nodes_own_their_custom(self):
-        user = {"tags": ["x"], "cfg": {"k": 1}}
+class TestCopySemantics(TestCase):
+    """The copy rule written in annotate's docstring: each node owns a
+    top-level copy of its annotations, values are shared (as upstream), and
+    tracing never mutates the caller's dict or a container inside it."""
+
+    def test_each_node_owns_its_top_level_custom(self):
+        user = {"region": "a", "id": 0}
 
         def f(x):
             with fx_traceback.annotate(user):
@@ -84,33 +90,84 @@ class TestNoAliasing(TestCase):
         gm = trace(f, torch.randn(3))
         sin, cos = [n for n in gm.graph.nodes if n.op == "call_function"]
         self.assertEqual(sin.meta["custom"], user)
-        self.assertIsNot(sin.meta["custom"], cos.meta["custom"])
-        self.assertIsNot(sin.meta["custom"], user)
-        self.assertIsNot(sin.meta["custom"]["tags"], cos.meta["custom"]["tags"])
-        self.assertIsNot(sin.meta["custom"]["tags"], user["tags"])
-        sin.meta["custom"]["tags"].append("edited")
-        sin.meta["custom"]["cfg"]["k"] = 2
-        self.assertEqual(cos.meta["custom"], {"tags": ["x"], "cfg": {"k": 1}})
-        self.assertEqual(user, {"tags": ["x"], "cfg": {"k": 1}})
-
-    def test_flat_annotation_nodes_own_their_custom(self):
-        # strings and numbers only: the copy is a plain dict copy, still one per node
-        user = {"region": "a", "id": 0, "scale": 0.5, "on": True, "none": None}
-
-        def f(x):
-            with fx_traceback.annotate(user):
-                return x.sin().cos()
-
-        gm = trace(f, torch.randn(3))
-        sin, cos = [n for n in gm.graph.nodes if n.op == "call_function"]
-        self.assertEqual(sin.meta["custom"], user)
-        self.assertIs(type(sin.meta["custom"]), dict)
         self.assertIsNot(sin.meta["custom"], cos.meta["custom"])
         self.assertIsNot(sin.meta["custom"], user)
         sin.meta["custom"]["region"] = "edited"
         sin.meta["custom"]["added"] = 1
-        self.assertEqual(cos.meta["custom"], {"region": "a", "id": 0, "scale": 0.5, "on": True, "none": None})
-        self.assertEqual(user, {"region": "a", "id": 0, "scale": 0.5, "on": True, "none": None})
+        self.assertEqual(cos.meta["custom"], {"region": "a", "id": 0})
+        self.assertEqual(user, {"region": "a", "id": 0})
+
+    def test_values_are_shared_not_copied(self):
+        big = list(range(1000))
+        user = {"tags": big}
+
+        def f(x):
+            with fx_traceback.annotate(user):
+                return x.sin().cos()
+
+        gm = trace(f, torch.randn(3))
+        for n in gm.graph.nodes:
+            if n.op == "call_function":
+                self.assertIs(n.meta["custom"]["tags"], big, n.name)
+
+    def test_values_deepcopy_refuses_work(self):
+        lock = threading.Lock()
+        gen = (i for i in range(3))
+        weight = torch.ones(2)
+        user = {"lock": lock, "gen": gen, "weight": weight}
+
+        def f(x):
+            with fx_traceback.annotate(user):
+                return (x.sin() * 2).sum()
+
+        gm = trace(f, torch.randn(3))
+        (mul,) = [n for n in gm.graph.nodes if n.target is torch.ops.aten.mul.Tensor]
+        self.assertIs(mul.meta["custom"]["lock"], lock)
+        self.assertIs(mul.meta["custom"]["gen"], gen)
+        self.assertIs(mul.meta["custom"]["weight"], weight)
+
+        from graph_capture import RecordGraphs
+
+        recorder = RecordGraphs()
+        torch._dynamo.reset()
+        x = torch.randn(3, requires_grad=True)
+
+        def g(x):
+            with fx_traceback.annotate({"lock": lock}):
+                return (x.sin() * 2).sum()
+
+        from functorch.compile import aot_function
+
+        aot_function(g, fw_compiler=recorder.fw_compiler, bw_compiler=recorder.bw_compiler)(x).backward()
+        bw_custom = [n.meta.get("custom") for n in recorder.bw_graphs[0].graph.nodes if n.op == "call_function"]
+        self.assertIn({"lock": lock}, bw_custom)
+
+    def test_iterable_of_pairs_like_dict(self):
+        with fx_traceback.annotate([("a", 1), ("b", 2)]):
+            self.assertEqual(fx_traceback.current_meta["custom"], {"a": 1, "b": 2})
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_tracing_never_mutates_the_user_dicts(self):
+        outer = {"stage": 0, "cfg": {"k": [1]}}
+        inner = {"stage": 1, "extra": [2]}
+        snapshot = repr((outer, inner))
+
+        def f(x):
+            with fx_traceback.annotate(outer):
+                y = x.sin()
+                with fx_traceback.annotate(inner):
+                    y = y.cos()
+                    state_custom = fx_traceback.current_meta["custom"]
+                    state_custom_is_user = state_custom is outer or state_custom is inner
+                return y, state_custom_is_user
+
+        with fx_traceback.preserve_node_meta():
+            gm = make_fx(lambda x: f(x)[0])(torch.randn(3))
+            _, state_custom_is_user = f(torch.randn(3))
+        self.assertFalse(state_custom_is_user)
+        self.assertEqual(repr((outer, inner)), snapshot)
+        self.assertEqual(customs(gm), {"sin": {"stage": 0, "cfg": {"k": [1]}},
+                                       "cos": {"stage": 1, "cfg": {"k": [1]}, "extra": [2]}})
 
     def test_node_custom_is_not_the_tracing_state(self):
         seen = {}
@@ -124,11 +181,10 @@ class TestNoAliasing(TestCase):
         gm = trace(f, torch.randn(3))
         (sin,) = [n for n in gm.graph.nodes if n.op == "call_function"]
         self.assertIsNot(sin.meta["custom"], seen["state"])
-        self.assertIsNot(sin.meta["custom"]["tags"], seen["state"]["tags"])
 
     def test_retrace_copies_custom_from_source_node(self):
         def f(x):
-            with fx_traceback.annotate({"tags": ["x"]}):
+            with fx_traceback.annotate({"tag": "x"}):
                 return x.sin().cos()
 
         gm = trace(f, torch.randn(3))
@@ -136,10 +192,132 @@ class TestNoAliasing(TestCase):
             gm2 = make_fx(torch.fx.Interpreter(gm).run)(torch.randn(3))
         old = [n for n in gm.graph.nodes if n.op == "call_function"]
         new = [n for n in gm2.graph.nodes if n.op == "call_function"]
-        self.assertEqual([n.meta["custom"] for n in new], [{"tags": ["x"]}] * 2)
-        new[0].meta["custom"]["tags"].append("edited")
-        self.assertEqual(old[0].meta["custom"], {"tags": ["x"]})
-        self.assertEqual(new[1].meta["custom"], {"tags": ["x"]})
+        self.assertEqual([n.meta["custom"] for n in new], [{"tag": "x"}] * 2)
+        new[0].meta["custom"]["tag"] = "edited"
+        self.assertEqual(old[0].meta["custom"], {"tag": "x"})
+        self.assertEqual(new[1].meta["custom"], {"tag": "x"})
+
+
+class TestTracingStatePerThread(TestCase):
+    """local-tracing-state-per-thread: beyond upstream (issue 184917)."""
+
+    def test_annotation_in_one_thread_never_reaches_another(self):
+        a_inside, b_done = threading.Event(), threading.Event()
+        graphs, errors = {}, []
+
+        def holds_annotation():
+            def f(x):
+                with fx_traceback.annotate({"thread": "a"}):
+                    y = x.sin()
+                    a_inside.set()
+                    b_done.wait(30)  # the other thread traces while this block is active
+                    return y.cos()
+
+            try:
+                graphs["a"] = trace(f, torch.randn(3))
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+                a_inside.set()
+
+        def traces_meanwhile():
+            a_inside.wait(30)
+            try:
+                graphs["b"] = trace(lambda x: x.exp().neg(), torch.randn(3))
+            finally:
+                b_done.set()
+
+        threads = [threading.Thread(target=holds_annotation), threading.Thread(target=traces_meanwhile)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(errors, [])
+        self.assertEqual(customs(graphs["b"]), {"exp": None, "neg": None})
+        self.assertEqual(customs(graphs["a"]), {"sin": {"thread": "a"}, "cos": {"thread": "a"}})
+        for gm in graphs.values():  # original_aten is per thread too
+            for n in gm.graph.nodes:
+                if n.op == "call_function":
+                    self.assertEqual(str(n.meta["original_aten"]), str(n.target), n.name)
+
+    def test_generators_closed_in_any_order_leave_nothing_behind(self):
+        def holder(annotation):
+            with fx_traceback.annotate(annotation):
+                yield
+
+        first, second = holder({"a": 1}), holder({"b": 2})
+        next(first)
+        next(second)
+        self.assertEqual(fx_traceback.current_meta["custom"], {"a": 1, "b": 2})
+        first.close()  # first in, first out
+        self.assertEqual(fx_traceback.current_meta["custom"], {"b": 2})
+        second.close()
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_out_of_order_exit_keeps_the_enclosing_annotation(self):
+        def holder(annotation):
+            with fx_traceback.annotate(annotation):
+                yield
+
+        with fx_traceback.annotate({"outer": 0, "b": 0}):
+            first, second = holder({"a": 1}), holder({"b": 2})
+            next(first)
+            next(second)
+            first.close()
+            self.assertEqual(fx_traceback.current_meta["custom"], {"outer": 0, "b": 2})
+            second.close()
+            self.assertEqual(fx_traceback.current_meta["custom"], {"outer": 0, "b": 0})
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_backward_run_by_another_thread_uses_the_tracing_threads_state(self):
+        """Autograd runs the backward of device tensors in its own worker
+        threads; the stack-trace preservation hooks make such a thread trace
+        with the state of the thread that traces the joint graph."""
+        from torch._functorch._aot_autograd.logging_utils import setup_stacktrace_preservation_hooks
+
+        x = torch.randn(3, requires_grad=True)
+        y = x.sin()
+        seen = {}
+
+        def snapshot(grad_output):  # runs after the preservation prehook
+            seen["custom"] = fx_traceback.get_current_meta().get("custom")
+            seen["seq_nr"] = fx_traceback.get_current_meta().get("grad_fn_seq_nr")
+            seen["preserving"] = fx_traceback.has_preserved_node_meta()
+
+        with fx_traceback.preserve_node_meta(), fx_traceback.annotate({"owner": "main"}):
+            setup_stacktrace_preservation_hooks([y.grad_fn])
+            y.grad_fn.register_prehook(snapshot)
+            worker = threading.Thread(target=lambda: torch.autograd.grad(y.sum(), x))
+            worker.start()
+            worker.join(30)
+            self.assertEqual(seen, {"custom": {"owner": "main"}, "seq_nr": [y.grad_fn._sequence_nr()],
+                                    "preserving": True})
+            # the backward ended: this thread's state is whole again
+            self.assertNotIn("grad_fn_seq_nr", fx_traceback.current_meta)
+            self.assertEqual(fx_traceback.current_meta["custom"], {"owner": "main"})
+
+
+class TestAnnotationTestHelpers(TestCase):
+    """Upstream's test helpers, with upstream's output format (local-annotation-test-helpers)."""
+
+    def test_get_custom_metadata_lists_annotated_nodes(self):
+        def f(x):
+            with fx_traceback.annotate({"pp_stage": 0}):
+                y = x + 1
+            return y * 2
+
+        gm = trace(f, torch.randn(3))
+        self.assertExpectedInline(fx_traceback._get_custom_metadata(gm), """\
+('call_function', 'add', {'pp_stage': 0})""")
+
+    def test_get_ordered_seq_nr_groups_pairs_forward_and_backward(self):
+        from graph_capture import RecordGraphs
+        from functorch.compile import aot_function
+
+        recorder = RecordGraphs()
+        aot_function(lambda x: x.sin().cos().sum(), fw_compiler=recorder.fw_compiler,
+                     bw_compiler=recorder.bw_compiler)(torch.randn(3, requires_grad=True)).backward()
+        groups = fx_traceback._get_ordered_seq_nr_groups(recorder.fw_graphs + recorder.bw_graphs)
+        self.assertExpectedInline(str(groups), """[['cos_1', 'mul_1', 'sin'], ['cos', 'mul', 'neg', 'sin_1'], ['expand', 'sum_1']]""")
 
 
 class TestNoStateLeaks(TestCase):
