@@ -1,6 +1,6 @@
 """Joint-graph tracing state: autograd_backward, gradient accumulation,
 seq_nr pairing and annotations through aot_function and aot_export_module
-(patches 180251-autograd-backward-state, 107210-no-state-leaks,
+(patches 180251-autograd-backward-state, local-no-state-leaks,
 local-aot-export-joint-meta)."""
 import sys
 from pathlib import Path
@@ -11,6 +11,7 @@ from functorch.compile import aot_function, make_boxed_func, nop
 from torch import nn
 from torch._functorch._aot_autograd import logging_utils
 from torch._functorch.aot_autograd import aot_export_module
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/graph_capture.py when run as a script
@@ -142,6 +143,24 @@ SeqNr|OrigAten|custom|autograd_backward
 1|aten.sum.dim_IntList|{'region': 'enc'}|True
 1|aten.view.default|{'region': 'enc'}|True
 0|aten.t.default|{'region': 'enc'}|True""")
+
+    def test_ops_traced_after_a_backward_are_not_backward(self):
+        # One graph holding forward, backward and what follows it (a training
+        # step's update, as in a forward-loss-backward capture): leaving the last
+        # grad_fn ends the backward region.
+        from torch._functorch._aot_autograd.logging_utils import setup_stacktrace_preservation_hooks
+
+        def step(x):
+            y = x.sin()
+            setup_stacktrace_preservation_hooks([y.grad_fn])
+            (grad,) = torch.autograd.grad(y, x, torch.ones_like(y))
+            return x - 0.1 * grad  # the update, after the backward
+
+        with fx_traceback.preserve_node_meta():
+            gm = make_fx(step)(torch.randn(3, requires_grad=True))
+        flags = {n.name: n.meta.get("autograd_backward") for n in call_nodes(gm)}
+        self.assertEqual(flags, {"sin": None, "ones_like": None, "cos": True, "mul": True,
+                                 "mul_1": None, "sub": None})
 
     def test_set_autograd_backward_nests_and_restores(self):
         # upstream's semantics (also checked against 2.13 in test/oracle/test_oracle_private_api.py):

@@ -5,10 +5,10 @@ functional activations, conv/bn, transformer block with SDPA, a custom
 autograd.Function annotating its backward, non-reentrant checkpoint) under this
 torch (patched 2.5.1) and under upstream torch (TORCH_OVERLAY_ORACLE_PYTHON,
 default <repo>/.venv-oracle/bin/python). Node lists differ between releases, so
-the comparison is per backward op kind: the set of ``custom`` values. Upstream
-2.13 also flags forward ops the partitioner recomputes in the backward graph;
-2.5.1 does not, so such kinds may be missing on our side. flex_attention is not
-compared: torch >= 2.13 refuses its backward on CPU.
+the comparison is per backward op kind: the set of ``custom`` values; and, for
+the programs whose graphs are the same op for op on both sides, per node, matched
+by seq_nr and target. flex_attention is not compared: torch >= 2.11 refuses its
+backward on CPU.
 """
 import json
 import sys
@@ -58,8 +58,28 @@ class TestOracleFwBwAnnotations(TestCase):
             for kind, values in up.items():
                 if kind in us:
                     self.assertEqual(us[kind], values, f"{name}: {kind}")
-                else:  # only a recomputed forward op that upstream flags as backward
+                else:  # releases decompose differently (2.13 keeps SDPA's CPU flash kernel)
                     self.assertNotIn("backward", kind, f"{name}: {kind} missing")
+
+    def test_same_graphs_match_upstream_node_for_node(self):
+        """Where both releases trace the same ops (detach aside), every node has
+        the same seq_nr (relative), custom and autograd_backward as upstream's."""
+        def shape(rows):
+            return [(r["graph"], r["subgraph"], r["target"]) for r in rows if r["target"] not in IGNORED_TARGETS]
+
+        def per_node(rows):
+            return sorted(json.dumps([r["graph"], r["subgraph"], r["target"], r["seq_nr"], r["custom"],
+                                      r["autograd_backward"]], sort_keys=True)
+                          for r in rows if r["target"] not in IGNORED_TARGETS)
+
+        compared = []
+        for name, upstream_rows in self.upstream["programs"].items():
+            ours = self.ours["programs"][name]
+            if sorted(shape(ours)) != sorted(shape(upstream_rows)):
+                continue
+            compared.append(name)
+            self.assertEqual(per_node(ours), per_node(upstream_rows), name)
+        self.assertGreaterEqual(len(compared), 2, compared)
 
     def test_gradient_accumulation_stays_unannotated_like_upstream(self):
         for result in (self.ours, self.upstream):

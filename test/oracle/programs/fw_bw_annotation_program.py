@@ -28,6 +28,7 @@ def rows(gm, graph_kind):
                 "graph": graph_kind,
                 "subgraph": sub_name,
                 "target": str(node.target),
+                "seq_nr": node.meta.get("seq_nr"),
                 "custom": node.meta.get("custom"),
                 "autograd_backward": node.meta.get("autograd_backward"),
                 "partitioner_tag": node.meta.get("partitioner_tag"),
@@ -52,7 +53,11 @@ def capture(fn, *args, module=False):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compile_with(fn, fw_compiler=keep("fw"), bw_compiler=keep("bw"))(*args).sum().backward()
-    return rows(graphs["fw"], "fw") + rows(graphs["bw"], "bw")
+    out = rows(graphs["fw"], "fw") + rows(graphs["bw"], "bw")
+    base = min(r["seq_nr"] for r in out if r["graph"] == "fw" and r["seq_nr"] is not None)
+    for r in out:  # seq_nr relative to the first forward op: comparable across releases
+        r["seq_nr"] = None if r["seq_nr"] is None else r["seq_nr"] - base
+    return out
 
 
 def mlp():

@@ -1,0 +1,151 @@
+"""Mutation test of the patch series: does the suite notice when the overlay's
+behaviour is broken in a known, plausible way?
+
+usage: .venv/bin/python scripts/mutation_test.py [--only NAME ...]
+Builds a scratch copy of .venv's torch (hard links, private copies of every
+file the series patches), applies the series there, then for each mutation
+below edits one patched file in the scratch (a single textual replacement),
+runs the tests that guard that behaviour with the scratch interpreter, and puts
+the file back. A mutation the tests still pass is a survivor. Prints one line
+per mutation and the survivor count; exits 1 if any survived (or if a mutation
+no longer matches the patched source, so the list cannot rot silently).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "test" / "overlay"))
+from scratch_torch import ScratchTorch  # noqa: E402
+
+FW_BW = "test/functorch/test_aot_fw_bw_annotations.py"
+BW_STATE = "test/functorch/test_aot_autograd_backward_state.py"
+FX = "test/fx/test_fx_traceback_annotate.py"
+PAIRING = "test/oracle/test_oracle_fw_bw_pairing.py"
+PRIVATE = "test/oracle/test_oracle_private_api.py"
+DYNAMO = "test/dynamo/test_fx_annotate_dynamo.py"
+
+
+@dataclass
+class Mutation:
+    name: str
+    path: str      # torch file, relative to site-packages
+    old: str       # exact text in the patched file (must occur once)
+    new: str
+    tests: list    # pytest paths that must catch it
+
+
+MUTATIONS = [
+    Mutation("fw->bw copy after dead-code elimination",
+             "torch/_functorch/_aot_autograd/dispatch_and_compile_graph.py",
+             "    copy_fwd_metadata_to_bw_nodes(fx_g)\n    fx_g.graph.eliminate_dead_code()\n",
+             "    fx_g.graph.eliminate_dead_code()\n    copy_fwd_metadata_to_bw_nodes(fx_g)\n", [PAIRING]),
+    Mutation("autograd_backward stamped on every node",
+             "torch/fx/proxy.py", 'if current_meta.get("autograd_backward", False):', "if True:", [BW_STATE]),
+    Mutation("autograd_backward never stamped",
+             "torch/fx/proxy.py", 'if current_meta.get("autograd_backward", False):', "if False:", [BW_STATE]),
+    Mutation("posthook leaves autograd_backward set",
+             "torch/_functorch/_aot_autograd/logging_utils.py",
+             "            fx_traceback.reset_grad_fn_seq_nr()\n            fx_traceback._reset_autograd_backward()\n",
+             "            fx_traceback.reset_grad_fn_seq_nr()\n", [BW_STATE]),
+    Mutation("_set_autograd_backward(False) clears the flag",
+             "torch/fx/traceback.py", "    if not enable:\n        yield\n        return\n",
+             "    if not enable:\n        with _set_current_meta_key('autograd_backward', False):\n            yield\n        return\n",
+             [BW_STATE, PRIVATE]),
+    Mutation("backward custom overwritten instead of merged",
+             "torch/_functorch/_aot_autograd/utils.py",
+             '            merged = dict(node.meta.get("custom") or ())\n',
+             "            merged = {}\n", [FW_BW]),
+    Mutation("empty forward custom not copied",
+             "torch/_functorch/_aot_autograd/utils.py",
+             "        if fwd_custom is not None:\n", "        if fwd_custom:\n", [PAIRING]),
+    Mutation("gradient accumulation paired like a grad_fn op",
+             "torch/_functorch/_aot_autograd/utils.py",
+             '                if not node.meta.get("is_gradient_acc", False):\n',
+             "                if True:\n", [FW_BW]),
+    Mutation("fw->bw copy walks the root graph only",
+             "torch/_functorch/_aot_autograd/utils.py",
+             "    for module in fx_g.modules():\n", "    for module in [fx_g]:\n", [FW_BW]),
+    Mutation("backward told apart by a missing nn_module_stack",
+             "torch/_functorch/_aot_autograd/utils.py",
+             '    return node.meta.get("partitioner_tag") == "is_backward"\n',
+             '    return "nn_module_stack" not in node.meta\n', [FW_BW]),
+    Mutation("partitioner does not mark recomputed ops",
+             "torch/_functorch/partitioners.py",
+             '            node.meta["autograd_backward"] = True\n', "            pass\n", [FW_BW]),
+    Mutation("node_copy shares custom",
+             "torch/fx/graph.py",
+             '            result_node.meta["custom"] = copy.copy(result_node.meta["custom"])\n',
+             "            pass\n", [FW_BW]),
+    Mutation("annotate updates the enclosing dict in place",
+             "torch/fx/traceback.py",
+             "        merged = dict(outer or ())\n        merged.update(self.annotation)\n        return merged\n",
+             "        merged = outer if outer is not None else {}\n        merged.update(self.annotation)\n        return merged\n",
+             [FX]),
+    Mutation("annotate exits restore what they found (not out-of-order safe)",
+             "torch/fx/traceback.py", "        later = blocks[index + 1:]\n", "        later = []\n", [FX]),
+    Mutation("tracing state shared by all threads",
+             "torch/fx/traceback.py", "        return _thread_local.state\n",
+             "        return _TracingState.__dict__.setdefault('shared', _thread_local.__dict__.setdefault('state', _TracingState()))\n",
+             [FX]),
+    Mutation("worker thread does not adopt the tracing thread's state",
+             "torch/_functorch/_aot_autograd/logging_utils.py",
+             "            fx_traceback._use_tracing_state(owner_state)\n", "            pass\n", [FX]),
+    Mutation("original_aten left behind as None",
+             "torch/fx/traceback.py",
+             "        if had_key:\n            state.current_meta[key] = outer\n        else:\n            state.current_meta.pop(key, None)",
+             "        state.current_meta[key] = outer", [FX]),
+    Mutation("regenerated views not synced under their view node",
+             "torch/_subclasses/functional_tensor.py",
+             "                    self._regenerate_views_as_traced(args, kwargs)\n", "", [FW_BW]),
+    Mutation("_preserve_node_seq_nr ignored when re-tracing",
+             "torch/fx/proxy.py", "            elif tracing_state.should_preserve_node_seq_nr:\n",
+             "            elif False:\n", [BW_STATE]),
+]
+
+
+def run_tests(scratch, tests):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_OVERLAY_")}
+    proc = subprocess.run([str(scratch.python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+                          cwd=REPO, env=env, capture_output=True, text=True)
+    return proc.returncode
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", nargs="*", help="substrings of mutation names to run")
+    args = ap.parse_args()
+    mutations = [m for m in MUTATIONS if not args.only or any(s in m.name for s in args.only)]
+    survivors, stale = [], []
+    with tempfile.TemporaryDirectory(prefix="torch-overlay-mutation-") as tmp:
+        scratch = ScratchTorch(Path(tmp))
+        scratch.run("apply", check=True)
+        for m in mutations:
+            target = scratch.site / m.path
+            original = target.read_text()
+            if original.count(m.old) != 1:
+                stale.append(m.name)
+                print(f"STALE     {m.name}: the text to mutate is not in {m.path} exactly once", flush=True)
+                continue
+            target.write_text(original.replace(m.old, m.new))
+            start = time.monotonic()
+            try:
+                rc = run_tests(scratch, m.tests)
+            finally:
+                target.write_text(original)
+            verdict = "killed" if rc != 0 else "SURVIVED"
+            if rc == 0:
+                survivors.append(m.name)
+            print(f"{verdict:9} {m.name} ({time.monotonic() - start:.0f} s)", flush=True)
+    print(f"{len(mutations)} mutations, {len(mutations) - len(survivors) - len(stale)} killed, "
+          f"{len(survivors)} survived, {len(stale)} stale")
+    return 1 if survivors or stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
