@@ -282,6 +282,10 @@ def refresh(dir: Path) -> str:
     if busy:
         raise OverlayError(f"{busy} is in progress in {dir}", unchanged="the patches folder was not changed",
                            todo="finish it (git am --continue / git rebase --continue) or abort it, then refresh")
+    if git(dir, "merge-base", "--is-ancestor", PRISTINE_TAG, "HEAD", check=False, isolated=True).returncode:
+        raise OverlayError(f"HEAD of {dir} is not built on the tag {PRISTINE_TAG} (an aborted port rebase leaves "
+                           f"HEAD on the old release's series)", unchanged="the patches folder was not changed",
+                           todo=f"check out the branch built on {PRISTINE_TAG}, or make the workspace again")
     dirty = git(dir, "status", "--porcelain=v1", isolated=True).stdout.rstrip()
     if dirty:
         raise OverlayError(f"{dir} has uncommitted changes:\n{dirty}", unchanged="the patches folder was not changed",

@@ -167,3 +167,14 @@ def test_port_refuses_going_back_to_an_older_release(tmp_path, release):
     with pytest.raises(OverlayError, match="from an older release to a newer one"):
         create_workspace("9.0.0", tmp_path / "ws", wheel=new, from_version=OLD, from_wheel_path=old)
     assert not (tmp_path / "ws").exists()
+
+
+def test_refresh_refuses_a_port_whose_rebase_was_aborted(tmp_path, release):
+    root, old, new = release
+    ws = tmp_path / "ws"
+    with pytest.raises(OverlayError, match="stopped at a conflict"):
+        create_workspace(NEW, ws, wheel=new, from_version=OLD, from_wheel_path=old)
+    git(ws, "rebase", "--abort")
+    with pytest.raises(OverlayError, match="is not built on the tag pristine"):
+        refresh(ws)
+    assert not (root / NEW).exists()
