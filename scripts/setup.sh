@@ -14,12 +14,14 @@ while [ $# -gt 0 ]; do
 done
 
 start=$SECONDS
-[ -x .venv/bin/python ] || python3 -m venv .venv
 installed=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true)
+if [ -n "$installed" ] && [ "${installed%%+*}" != "$torch_version" ]; then
+  # Another release: a new .venv, so nothing of the old one (its NVIDIA packages: GBs) stays behind.
+  echo "== removing .venv (torch $installed) for torch $torch_version"
+  rm -rf .venv
+fi
+[ -x .venv/bin/python ] || python3 -m venv .venv
 if [ "${installed%%+*}" != "$torch_version" ]; then
-  if [ -n "$installed" ] && [ -x .venv/bin/torch-overlay ]; then
-    .venv/bin/torch-overlay revert || true  # leave no overlay state behind in the old release
-  fi
   echo "== installing torch $torch_version into .venv (the CUDA wheel: a few GB, a few minutes)"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q "torch==$torch_version" numpy

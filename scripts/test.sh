@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Test command: makes sure the set-up is done (scripts/setup.sh), creates the upstream oracle
-# environment (.venv-oracle, torch 2.13.0+cpu), then runs the whole test suite on the patched torch.
-#   usage: scripts/test.sh [pytest arguments]
+# Test command: makes sure the set-up is done (scripts/setup.sh) for the release under test, creates the
+# upstream oracle environment (.venv-oracle, torch 2.13.0+cpu), then runs the test suite on the patched torch.
+#   usage: scripts/test.sh [--torch VERSION] [pytest arguments]
+# The release is --torch, else $TORCH_VERSION, else 2.5.1 (as for scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+torch_version="${TORCH_VERSION:-2.5.1}"
+if [ "${1:-}" = "--torch" ]; then
+  [ $# -ge 2 ] || { echo "usage: scripts/test.sh [--torch VERSION] [pytest arguments]" >&2; exit 2; }
+  torch_version="$2"; shift 2
+fi
+
 mkdir -p build
-bash scripts/setup.sh > build/setup.log 2>&1 || { cat build/setup.log; exit 1; }
+bash scripts/setup.sh --torch "$torch_version" > build/setup.log 2>&1 || { cat build/setup.log; exit 1; }
 tail -n 1 build/setup.log
 if ! .venv-oracle/bin/python -c 'import torch' 2>/dev/null; then
   echo "== creating .venv-oracle (torch 2.13.0+cpu, the upstream oracle)"

@@ -35,7 +35,8 @@ def _cmd_apply_source(args) -> str:
 
 def _cmd_workspace(args) -> str:
     from .workspace import create_workspace
-    return create_workspace(args.version, Path(args.dir), wheel=args.wheel and Path(args.wheel), extra=args.add)
+    return create_workspace(args.version, Path(args.dir), wheel=args.wheel and Path(args.wheel), extra=args.add,
+                            from_version=args.from_version, from_wheel_path=args.from_wheel and Path(args.from_wheel))
 
 
 def _cmd_refresh(args) -> str:
@@ -72,6 +73,9 @@ def parser() -> argparse.ArgumentParser:
     ws.add_argument("--wheel", help="take pristine files from this wheel instead of the installed torch")
     ws.add_argument("--add", action="append", default=[], metavar="PATH",
                     help="also bring in this torch file (repository path, e.g. torch/fx/proxy.py)")
+    ws.add_argument("--from", dest="from_version", metavar="RELEASE",
+                    help="port RELEASE's series to VERSION: a three-way merge of each patch, stopping at a conflict")
+    ws.add_argument("--from-wheel", help="with --from: take RELEASE's pristine files from this wheel")
     ws.set_defaults(fn=_cmd_workspace)
     r = sub.add_parser("refresh", help="regenerate patches/<version>/ from a workspace's commits")
     r.add_argument("dir")

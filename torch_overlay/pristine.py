@@ -18,6 +18,10 @@ from .record import Record, record_hash
 PristineReader = Callable[[str], bytes]
 
 
+class MissingReleaseFile(OverlayError):
+    """The release has no file at that path (it may have moved: see patches/moved-files)."""
+
+
 def wheel_dist_info(names: list[str]) -> str:
     infos = {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")}
     if len(infos) != 1:
@@ -33,7 +37,7 @@ def from_wheel(wheel: Path) -> PristineReader:
         try:
             data = zf.read(path)
         except KeyError:
-            raise OverlayError(f"{wheel.name} has no {path}") from None
+            raise MissingReleaseFile(f"{wheel.name} has no {path}") from None
         if record.get(path) != record_hash(data):
             raise OverlayError(f"{path} in {wheel.name} does not match the wheel's RECORD; the wheel is damaged",
                                todo="download it again")
@@ -56,7 +60,7 @@ def from_installation(inst: TorchInstallation, release: str) -> PristineReader:
             expected = saved["pristine"]
         else:
             if not (inst.site / path).is_file():
-                raise OverlayError(f"the installed torch {release} has no file {path}",
+                raise MissingReleaseFile(f"the installed torch {release} has no file {path}",
                                    todo=f"reinstall torch {release}, or pass --wheel with a torch {release} wheel")
             data = (inst.site / path).read_bytes()
             expected = entries.get(path)

@@ -1,4 +1,9 @@
-"""The patch series: ``patches/<torch-version>/series`` and its patch files."""
+"""The patch series: ``patches/<torch-version>/series`` and its patch files.
+
+A series line names a patch file in the release's own folder (``163673-annotate.patch``)
+or, for a patch that applies unchanged to several releases, the one copy kept in another
+release's folder (``../2.5.1/163673-annotate.patch``): a patch is stored once.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +30,48 @@ def default_patches_root() -> Path:
     raise OverlayError("torch-overlay cannot find its patches folder", todo=f"set {PATCHES_ENV} to a patches/ folder")
 
 
+_RELEASE_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """'2.10.0' -> (2, 10, 0): releases compare as numbers, so 2.10.0 comes after 2.9.1."""
+    m = _RELEASE_RE.match(version)
+    return tuple(map(int, m.groups())) if m else ()
+
+
 def supported_versions(root: Path) -> list[str]:
-    return sorted(p.parent.name for p in root.glob("*/series"))
+    """The releases that have a series, oldest first."""
+    return sorted((p.parent.name for p in root.glob("*/series") if release_key(p.parent.name)), key=release_key)
+
+
+def nearest_supported(version: str, supported: list[str]) -> tuple[str, str] | None:
+    """(a sentence naming the supported releases nearest to ``version``, the one to install).
+
+    A patch release in between (2.7.0 when 2.7.1 has the series) is pointed to the
+    supported patch release of the same minor."""
+    key = release_key(version)
+    if not supported or not key:
+        return None
+    same_minor = [v for v in supported if release_key(v)[:2] == key[:2]]
+    if same_minor:
+        return f"torch {same_minor[-1]} is the supported release of {key[0]}.{key[1]}", same_minor[-1]
+    older = [v for v in supported if release_key(v) < key]
+    newer = [v for v in supported if release_key(v) > key]
+    if older and newer:
+        return f"the nearest supported releases are {older[-1]} and {newer[0]}", newer[0]
+    if older:
+        return f"the newest supported release is {older[-1]}", older[-1]
+    return f"the oldest supported release is {newer[0]}", newer[0]
+
+
+def unsupported_release(version: str, root: Path) -> OverlayError:
+    """The error for a release without a series, naming where its user can go."""
+    supported = supported_versions(root)
+    nearest = nearest_supported(version, supported)
+    return OverlayError(f"torch-overlay has no patch series for torch {version} "
+                        f"(supported: {', '.join(supported) or 'none'})",
+                        unchanged="nothing was changed",
+                        todo=f"{nearest[0]}: 'pip install torch=={nearest[1]}'" if nearest else "")
 
 
 @dataclass
@@ -59,9 +104,15 @@ class Series:
 
     @property
     def digest(self) -> str:
-        h = hashlib.sha256((self.folder / "series").read_bytes())
+        """What is applied, not how it is stored: the patches' names and bytes in order.
+
+        Comments in the series file and where a patch is kept (its release's folder or,
+        stored once, another's) do not change it."""
+        h = hashlib.sha256()
         for p in self.patches:
-            h.update(p.path.read_bytes())
+            data = p.path.read_bytes()
+            h.update(f"{p.name}\n{len(data)}\n".encode())
+            h.update(data)
         return h.hexdigest()
 
     @property
@@ -99,20 +150,56 @@ def parse_patch(path: Path) -> Patch:
     return Patch(path.name, path, subject, fields, touched, created)
 
 
+SERIES_FILE = "series"
+PATCH_SUFFIX = ".patch"
+# A series line: a patch file in the release's folder, or one stored once in another release's folder.
+_ENTRY_RE = re.compile(r"(?:\.\./([^/]+)/)?([^/]+\.patch)")
+
+
+def series_entries(series_file: Path) -> list[str]:
+    """The patch lines of a series file, in order (comments and blank lines left out)."""
+    return [l.strip() for l in series_file.read_text().splitlines() if l.strip() and not l.lstrip().startswith("#")]
+
+
+def entry_path(folder: Path, entry: str) -> Path:
+    """The file a series line names: ``NAME.patch`` in ``folder``, or ``../RELEASE/NAME.patch``."""
+    m = _ENTRY_RE.fullmatch(entry)
+    if not m or m.group(1) in (".", ".."):
+        raise OverlayError(f"{folder / SERIES_FILE} lists {entry!r}, which is neither a patch file in {folder} nor "
+                           "a patch stored in another release's folder ('../<release>/<name>.patch')",
+                           unchanged="nothing was changed", todo="fix the line, or regenerate the series with "
+                                                                 "'torch-overlay refresh'")
+    return folder / entry
+
+
+def entry_for(folder: Path, path: Path) -> str:
+    """The series line of ``folder`` that names the patch file ``path``."""
+    return path.name if path.parent.resolve() == folder.resolve() else f"../{path.parent.name}/{path.name}"
+
+
+def series_using(root: Path, path: Path) -> list[str]:
+    """The releases whose series apply the patch file ``path`` (stored once, it serves several)."""
+    users = []
+    for version in supported_versions(root):
+        folder = root / version
+        if any(entry_path(folder, e).resolve() == path.resolve() for e in series_entries(folder / SERIES_FILE)):
+            users.append(version)
+    return users
+
+
 def load_series(version: str, root: Path | None = None) -> Series:
     root = root or default_patches_root()
     folder = root / version
-    series_file = folder / "series"
+    series_file = folder / SERIES_FILE
     if not series_file.is_file():
-        supported = ", ".join(supported_versions(root)) or "none"
-        raise OverlayError(f"torch-overlay has no patch series for torch {version} (supported: {supported})",
-                           unchanged="nothing was changed",
-                           todo=f"install a supported torch, e.g. 'pip install torch=={supported_versions(root)[-1]}'"
-                           if supported_versions(root) else "")
-    names = [l.strip() for l in series_file.read_text().splitlines() if l.strip() and not l.lstrip().startswith("#")]
-    patches = []
-    for name in names:
-        if not (folder / name).is_file():
-            raise OverlayError(f"{series_file} lists {name}, which does not exist")
-        patches.append(parse_patch(folder / name))
+        raise unsupported_release(version, root)
+    patches: list[Patch] = []
+    for entry in series_entries(series_file):
+        path = entry_path(folder, entry)
+        if not path.is_file():
+            raise OverlayError(f"{series_file} lists {entry}, which does not exist", unchanged="nothing was changed")
+        if any(p.name == path.name for p in patches):
+            raise OverlayError(f"{series_file} lists {path.name} twice", unchanged="nothing was changed",
+                               todo="each patch is applied once: remove one of the lines")
+        patches.append(parse_patch(path))
     return Series(version, folder, patches)

@@ -17,6 +17,7 @@ from scratch_torch import REPO, TORCH_RELEASE, torch_wheel
 from torch_overlay.pristine import from_wheel
 from torch_overlay.series import load_series
 
+RELEASE_DATE = "2024-10-29T17:00:00+00:00"
 IDENTITY = ["-c", "user.name=torch-overlay tests", "-c", "user.email=tests@torch-overlay.invalid"]
 # A real setup.py: `develop` records that it ran and what it built from.
 RECORDING_SETUP_PY = """\
@@ -37,8 +38,9 @@ sys.exit(3)
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *IDENTITY, *args], capture_output=True, text=True)
+def git(repo: Path, *args: str, env: dict | None = None) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *IDENTITY, *args], capture_output=True, text=True,
+                          env={**os.environ, **env} if env else None)
     assert proc.returncode == 0, f"git {args}: {proc.stderr}"
     return proc.stdout
 
@@ -68,7 +70,9 @@ def make_checkout(dest: Path, patches_root: Path, version_txt: str = TORCH_RELEA
     (dest / ".gitignore").write_text("/build/\n*.so\n")
     git(dest, "init", "-q", "--initial-branch=main")
     git(dest, "add", "-A")
-    git(dest, "commit", "-q", "-m", "the release")
+    # A fixed date: two checkouts made a second apart are still the same release commit.
+    git(dest, "commit", "-q", "-m", "the release",
+        env={"GIT_AUTHOR_DATE": RELEASE_DATE, "GIT_COMMITTER_DATE": RELEASE_DATE})
     git(dest, "tag", tag)
     git(dest, "checkout", "-q", "--detach", tag)
     return dest
