@@ -38,26 +38,22 @@ class NonStrictExportMetaTests(TestCase):
         cls.tmp.cleanup()
         super().tearDownClass()
 
-    def test_runs_on_pristine_and_patched_2_5_1(self):
-        self.assertTrue(self.pristine["torch"].startswith("2.5.1"), self.pristine["torch"])
-        self.assertEqual(self.pristine["unflatten"], "ok")
-
     def test_unflatten_works(self):
+        self.assertEqual(self.pristine["unflatten"], "ok")
         self.assertEqual(self.ours["unflatten"], "ok")
 
     def test_nn_module_stack_equals_pristine_on_every_node(self):
+        self.assertTrue(self.pristine["torch"].startswith("2.5.1"), self.pristine["torch"])
         self.assertEqual(self.ours["nodes"].keys(), self.pristine["nodes"].keys())
         for name, node in self.ours["nodes"].items():
             self.assertEqual(node["nn_module_stack"], self.pristine["nodes"][name]["nn_module_stack"], name)
         self.assertEqual(self.ours["nodes"]["linear"]["nn_module_stack"]["L__self__block.linear"],
                          ["block.linear", "torch.nn.modules.linear.Linear"])
 
-    def test_custom_only_inside_the_annotate_block(self):
-        annotated = {name: n["custom"] for name, n in self.ours["nodes"].items() if "custom" in n["keys"]}
-        self.assertEqual(annotated, {"linear": {"stage": 0}})
-
     @requires_oracle
     def test_meta_keys_are_pristine_plus_upstream_additions(self):
+        annotated = {name: n["custom"] for name, n in self.ours["nodes"].items() if "custom" in n["keys"]}
+        self.assertEqual(annotated, {"linear": {"stage": 0}})
         upstream = run_json(ORACLE_PYTHON, PROGRAM)
         self.assertFalse(upstream["torch"].startswith("2.5.1"), upstream["torch"])
         for name, node in self.ours["nodes"].items():
