@@ -6,7 +6,8 @@ installation with the overlay reverted), under this torch (patched 2.5.1) and un
 upstream torch (the oracle).  On every node, nn_module_stack must equal pristine's,
 torch.export.unflatten must work, and the meta keys must be pristine's plus only
 those upstream adds; the one addition of ours is "custom", on the nodes traced
-inside the annotate() block.
+inside the annotate() block.  Inside the caller's preserve_node_meta(), nn_module_stack
+must still be pristine's (without it) and unflatten must work.
 """
 import sys
 import tempfile
@@ -49,6 +50,14 @@ class NonStrictExportMetaTests(TestCase):
             self.assertEqual(node["nn_module_stack"], self.pristine["nodes"][name]["nn_module_stack"], name)
         self.assertEqual(self.ours["nodes"]["linear"]["nn_module_stack"]["L__self__block.linear"],
                          ["block.linear", "torch.nn.modules.linear.Linear"])
+
+    def test_inside_preserve_node_meta_nn_module_stack_is_kept(self):
+        # Pristine 2.5.1 stores its tracer's live module stack there (empty once tracing
+        # ends) and unflatten fails; upstream snapshots it since 2.9.
+        ours = self.ours["inside_preserve_node_meta"]
+        self.assertEqual(ours["unflatten"], "ok")
+        for name, node in ours["nodes"].items():
+            self.assertEqual(node["nn_module_stack"], self.pristine["nodes"][name]["nn_module_stack"], name)
 
     @requires_oracle
     def test_meta_keys_are_pristine_plus_upstream_additions(self):

@@ -31,15 +31,22 @@ class Model(torch.nn.Module):
         return self.block(x) * 2
 
 
-ep = torch.export.export(Model(), (torch.randn(2, 4),), strict=False)
-nodes = {
-    n.name: {"op": n.op, "keys": sorted(n.meta), "custom": n.meta.get("custom"),
-             "nn_module_stack": {k: list(v) for k, v in (n.meta.get("nn_module_stack") or {}).items()}}
-    for n in ep.graph.nodes
-}
-try:
-    torch.export.unflatten(ep)
-    unflatten = "ok"
-except Exception as e:  # noqa: BLE001 - reported, compared by the test
-    unflatten = f"{type(e).__name__}: {e}"
-print(json.dumps({"torch": torch.__version__, "nodes": nodes, "unflatten": unflatten}, sort_keys=True))
+def describe(ep):
+    nodes = {
+        n.name: {"op": n.op, "keys": sorted(n.meta), "custom": n.meta.get("custom"),
+                 "nn_module_stack": {k: list(v) for k, v in (n.meta.get("nn_module_stack") or {}).items()}}
+        for n in ep.graph.nodes
+    }
+    try:
+        torch.export.unflatten(ep)
+        unflatten = "ok"
+    except Exception as e:  # noqa: BLE001 - reported, compared by the test
+        unflatten = f"{type(e).__name__}: {e}"
+    return {"nodes": nodes, "unflatten": unflatten}
+
+
+out = describe(torch.export.export(Model(), (torch.randn(2, 4),), strict=False))
+with fx_traceback.preserve_node_meta():  # the caller's, as upstream's annotate examples do
+    out["inside_preserve_node_meta"] = describe(torch.export.export(Model(), (torch.randn(2, 4),), strict=False))
+out["torch"] = torch.__version__
+print(json.dumps(out, sort_keys=True))
