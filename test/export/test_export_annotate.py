@@ -2,8 +2,8 @@
 """torch.fx.traceback.annotate under torch.export (patches 164678-dynamo-annotate and
 local-export-annotate): strict and non-strict exports carry node.meta["custom"] without a
 user preserve_node_meta(), hold no internal keys in it, and keep it through
-run_decompositions() and torch.export.save/load; an annotation JSON cannot hold is a
-save-time error naming the key.
+run_decompositions() and torch.export.save/load.  save/load gives custom back equal and
+of the same types, or save fails naming the node, the annotation key and the type.
 """
 import io
 import sys
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 import torch.fx.traceback as fx_traceback
+from torch._export.serde.serialize import SerializeError
 from torch.testing._internal.common_utils import run_tests, TestCase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -92,7 +93,70 @@ class ExportAnnotateTests(TestCase):
         # non-strict runs annotate eagerly, so any Python value can reach custom
         ep = self.export(False, Annotated({"stage": 0, "devices": {"cpu", "meta"}}))
         self.assertEqual(customs(ep)["aten.linear.default"]["devices"], {"cpu", "meta"})
-        with self.assertRaisesRegex(Exception, r"annotation key 'devices' holds a set"):
+        with self.assertRaisesRegex(Exception, r"annotation key 'devices' holds a value of type set"):
+            torch.export.save(ep, io.BytesIO())
+
+
+def typed(value):
+    """``value`` with the type of every container, key and leaf spelled out, so
+    that equal-but-retyped values (1 vs "1", a tuple vs a list) compare unequal."""
+    if isinstance(value, dict):
+        return ("dict", sorted((typed(k), typed(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [typed(v) for v in value])
+    return (type(value).__name__, value)
+
+
+class SaveLoadCustomExactlyTests(TestCase):
+    """torch.export.save/load gives custom back equal and of the same types, or
+    save fails naming the key and the type (issue 10, item 9)."""
+
+    def exported(self, custom):
+        ep = torch.export.export(Annotated(), (torch.randn(2, 4),), strict=False)
+        linear = next(n for n in ep.graph.nodes if n.target == torch.ops.aten.linear.default)
+        linear.meta["custom"] = custom
+        return ep
+
+    def loaded_custom(self, custom):
+        loaded = round_trip(self.exported(custom))
+        return next(n for n in loaded.graph.nodes
+                    if n.target == torch.ops.aten.linear.default).meta.get("custom", "<missing>")
+
+    def test_json_values_and_empty_custom_come_back_exactly(self):
+        custom = {"s": "a", "i": 1, "f": 0.5, "b": True, "n": None,
+                  "l": [1, "x", [2.0, False]], "d": {"k": {"kk": [None]}}}
+        self.assertEqual(typed(self.loaded_custom(custom)), typed(custom))
+        self.assertEqual(self.loaded_custom({}), {})
+
+    def assertSaveFails(self, custom, *fragments):
+        with self.assertRaises(SerializeError) as caught:
+            torch.export.save(self.exported(custom), io.BytesIO())
+        message = str(caught.exception)
+        for fragment in ("node linear", "Nothing was written") + fragments:
+            self.assertIn(fragment, message)
+
+    def test_tuple_value_fails_naming_key_and_type(self):
+        self.assertSaveFails({"stage": 0, "mesh": (0, 1)}, "annotation key 'mesh'", "of type tuple")
+
+    def test_tuple_nested_in_a_list_fails(self):
+        self.assertSaveFails({"cfg": [1, (2, 3)]}, "annotation key 'cfg'", "of type tuple at 'cfg'[1]")
+
+    def test_int_key_inside_a_value_fails(self):
+        self.assertSaveFails({"buckets": {0: "a"}}, "annotation key 'buckets'", "dict key of type int (0)")
+
+    def test_int_annotation_key_fails(self):
+        self.assertSaveFails({3: "x"}, "annotation key 3 is of type int")
+
+    def test_non_str_leaf_fails(self):
+        class Tag(str):
+            pass
+
+        self.assertSaveFails({"tag": Tag("a")}, "annotation key 'tag'", "of type Tag")
+
+    def test_graph_level_custom_is_checked_too(self):
+        ep = self.exported({"ok": 1})
+        ep.graph_module.meta["custom"] = {"mesh": (0, 1)}
+        with self.assertRaisesRegex(SerializeError, r"the graph: annotation key 'mesh' holds a value of type tuple"):
             torch.export.save(ep, io.BytesIO())
 
 
