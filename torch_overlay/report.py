@@ -16,25 +16,23 @@ from pathlib import Path
 
 from .errors import OverlayError
 
-# Report options the usage allows after the script's own arguments.
-_TRAILING_OPTIONS = {"-o": True, "--output": True, "--fail-on-unannotated": False}
-
-
 def split_trailing_options(script_args: list, output: str, fail_on_unannotated: bool):
     """(script args, output, fail_on_unannotated) with the report's own options peeled off
-    the end of ``script_args`` (``SCRIPT.py a b -o report.html``)."""
+    the end of ``script_args``, where the usage line puts them
+    (``SCRIPT.py a b -o report.html``); options before SCRIPT.py are argparse's."""
     args = list(script_args)
-    while True:
-        if len(args) >= 2 and _TRAILING_OPTIONS.get(args[-2]) is True:
+    while args:
+        if len(args) >= 2 and args[-2] in ("-o", "--output"):
             output = args[-1]
             del args[-2:]
-        elif args and args[-1].startswith("--output="):
+        elif args[-1].startswith("--output="):
             output = args.pop().split("=", 1)[1]
-        elif args and args[-1] == "--fail-on-unannotated":
+        elif args[-1] == "--fail-on-unannotated":
             fail_on_unannotated = True
             args.pop()
         else:
-            return args, output, fail_on_unannotated
+            break
+    return args, output, fail_on_unannotated
 
 
 def rank_info():
@@ -101,7 +99,7 @@ def main(args) -> str:
     if status:
         details.append(f"the script exited with status {status}; the report shows what was captured until then")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(report, title=f"torch-overlay report: {script.name}", details=details))
+    out.write_text(render(report, title=f"torch-overlay report: {script.name}", details=details), encoding="utf-8")
 
     missing = report.unannotated_backward
     lines = [f"{prefix}wrote {out}: {len(capture.graphs)} graphs, {len(report.backward)} backward ops, "

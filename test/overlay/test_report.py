@@ -63,7 +63,7 @@ def test_fully_annotated_script_passes(tmp_path):
     proc = report_cli("--fail-on-unannotated", "-o", "r.html", SCRIPT, "annotated", "1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "report: wrote r.html: 3 graphs, 15 backward ops, 0 without an annotation"
-    page = (tmp_path / "r.html").read_text()
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
     # h is used three times: autograd's two gradient-accumulation adds belong to no region
     # and are counted apart, not as unannotated.
     assert '<td class="num">6</td><td class="num">13</td><td class="num">100%</td><td class="num">0</td>' in page

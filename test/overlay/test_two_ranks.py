@@ -76,7 +76,7 @@ def test_every_rank_annotates_every_op_of_the_annotated_runs(two_ranks):
 def test_every_rank_writes_its_page_with_both_regions(two_ranks):
     _, cwd = two_ranks
     assert sorted(p.name for p in cwd.glob("report*.html")) == ["report.rank0.html", "report.rank1.html"]
-    pages = [dict((m[0], m[1:]) for m in COVERAGE_ROW.findall((cwd / f"report.rank{r}.html").read_text()))
+    pages = [dict((m[0], m[1:]) for m in COVERAGE_ROW.findall((cwd / f"report.rank{r}.html").read_text(encoding="utf-8")))
              for r in (0, 1)]
     for page in pages:
         for region in ("{&#x27;region&#x27;: &#x27;encoder&#x27;}", "{&#x27;region&#x27;: &#x27;head&#x27;}"):
