@@ -49,6 +49,11 @@ def _cmd_demo(args) -> str:
     return main()
 
 
+def _cmd_report(args) -> str:
+    from .report import main
+    return main(args)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="torch-overlay", description="Backport upstream FX annotation tracing onto released torch.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -81,6 +86,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("dir")
     r.set_defaults(fn=_cmd_refresh)
     sub.add_parser("demo", help="print the forward/backward table of a small annotated model").set_defaults(fn=_cmd_demo)
+    rp = sub.add_parser("report", help="run a script, capture every graph torch.compile makes, write an HTML report "
+                                        "of its annotations")
+    rp.add_argument("-o", "--output", default="report.html",
+                    help="HTML file (under torchrun: one per rank, report.rank<N>.html); may follow the script's args")
+    rp.add_argument("--fail-on-unannotated", action="store_true",
+                    help="exit 1 and list the backward ops without an annotation; may follow the script's args")
+    rp.add_argument("script")
+    rp.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    rp.set_defaults(fn=_cmd_report)
     return p
 
 

@@ -81,10 +81,10 @@ def test_a_new_commit_becomes_a_new_patch_and_dropping_it_removes_it(tmp_path, p
     series_file.write_text("# first comment\n#   second comment\n\n" + series_file.read_text())
     original = folder_bytes(folder)
     ws = tmp_path / "ws"
-    create_workspace("2.5.1", ws, wheel=torch_wheel(), extra=["torch/fx/graph.py"])
-    assert blob(ws, "pristine", "torch/fx/graph.py") == wheel_reader()("torch/fx/graph.py")
-    commit_edit(ws, "torch/fx/graph.py", "\n# torch-overlay: a new patch\n",
-                "fx.graph: mark the module\n\n" + DEP3 + "Patch-Name: local-mark-graph")
+    create_workspace("2.5.1", ws, wheel=torch_wheel(), extra=["torch/fx/node.py"])
+    assert blob(ws, "pristine", "torch/fx/node.py") == wheel_reader()("torch/fx/node.py")
+    commit_edit(ws, "torch/fx/node.py", "\n# torch-overlay: a new patch\n",
+                "fx.node: mark the module\n\n" + DEP3 + "Patch-Name: local-mark-graph")
 
     out = refresh(ws)
     assert "written: local-mark-graph.patch, series" in out
@@ -96,7 +96,7 @@ def test_a_new_commit_becomes_a_new_patch_and_dropping_it_removes_it(tmp_path, p
     series = load_series("2.5.1", patches_root)
     assert series.patches[-1].fields["Patch-Name"] == "local-mark-graph"
     patched = build_patched(series, wheel_reader())
-    assert patched["torch/fx/graph.py"] == wheel_reader()("torch/fx/graph.py") + b"\n# torch-overlay: a new patch\n"
+    assert patched["torch/fx/node.py"] == wheel_reader()("torch/fx/node.py") + b"\n# torch-overlay: a new patch\n"
 
     git(ws, "reset", "-q", "--hard", "HEAD~1")
     out = refresh(ws)

@@ -1,0 +1,43 @@
+"""A user's training script for the ``torch-overlay report`` tests; it knows nothing of the report.
+
+``python report_script.py mixed N``: the demo's flex_attention model (annotated regions,
+HOP subgraphs in forward and backward) with an unannotated scale of its loss, trained N
+steps under torch.compile(backend="aot_eager"). ``annotated N``: a small model annotated
+throughout, with a tensor used twice (a gradient-accumulation op in the backward).
+"""
+import sys
+
+import torch
+from torch import nn
+from torch.fx.traceback import annotate
+
+
+class Annotated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        with annotate({"region": "all"}):
+            h = torch.relu(self.enc(x))
+            return (h * h + h).sum()
+
+
+def main(kind: str, steps: int) -> None:
+    torch.manual_seed(0)
+    if kind == "mixed":
+        from torch_overlay.demo import HEAD_DIM, HEADS, SEQ_LEN, build_model
+
+        model, x = build_model(), torch.randn(1, SEQ_LEN, HEADS * HEAD_DIM)
+        compiled = torch.compile(lambda x: model(x) * 0.5, backend="aot_eager")
+    else:
+        model, x = Annotated(), torch.randn(4, 8)
+        compiled = torch.compile(model, backend="aot_eager")
+    for step in range(steps):
+        loss = compiled(x)
+        loss.backward()
+        print(f"step {step} loss {loss.item():.6f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,212 @@
+"""``torch-overlay report``: a user's script run unchanged, its graphs captured, the page checked in Chromium.
+
+report_script.py is the user's script: it calls torch.compile and knows nothing of the
+report. The page is loaded in a real headless Chromium (Debian's ``chromium``); the
+assertions run on the DOM Chromium serialises after loading it, and a screenshot is
+kept as a test artifact under build/report-test/.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from scratch_torch import REPO
+from torch_overlay.report import output_path, split_trailing_options
+
+SCRIPT = Path(__file__).resolve().parent / "report_script.py"
+ARTIFACTS = REPO / "build" / "report-test"
+CHROMIUM = shutil.which("chromium")
+
+
+def report_cli(*args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torch_overlay", "report", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """The report of the flex_attention model with an unannotated scale of its loss,
+    options after the script's own arguments, as the usage line shows."""
+    cwd = tmp_path_factory.mktemp("mixed")
+    proc = report_cli(SCRIPT, "mixed", "2", "-o", "out/mixed.html", "--fail-on-unannotated", cwd=cwd)
+    return proc, cwd / "out" / "mixed.html"
+
+
+def test_script_runs_unchanged_with_its_arguments(mixed):
+    proc, _ = mixed
+    assert proc.stdout.splitlines()[:2] == ["step 0 loss 0.711513", "step 1 loss 0.711513"], proc.stdout
+
+
+def test_one_progress_line_per_captured_graph(mixed):
+    proc, _ = mixed
+    progress = [l for l in proc.stderr.splitlines() if l.startswith("report: captured ")]
+    assert [l.split(" (")[0] for l in progress] == [
+        "report: captured dynamo graph 1", "report: captured forward graph 2", "report: captured backward graph 3"]
+
+
+def test_fail_on_unannotated_exits_1_and_lists_the_ops(mixed):
+    proc, page = mixed
+    assert proc.returncode == 1, proc.stderr
+    assert page.is_file()
+    lines = proc.stderr.splitlines()
+    i = lines.index("report: backward ops without an annotation:")
+    # The backward op of the unannotated "* 0.5", linked to its forward op.
+    assert lines[i + 1:] == ["  backward graph 3: mul_1 (aten.mul.Tensor), forward op mul"]
+
+
+def test_fully_annotated_script_passes(tmp_path):
+    proc = report_cli("--fail-on-unannotated", "-o", "r.html", SCRIPT, "annotated", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "report: wrote r.html: 3 graphs, 15 backward ops, 0 without an annotation"
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    # h is used three times: autograd's two gradient-accumulation adds belong to no region
+    # and are counted apart, not as unannotated.
+    assert '<td class="num">6</td><td class="num">13</td><td class="num">100%</td><td class="num">0</td>' in page
+    assert '<td class="num">0</td><td class="num">2</td><td class="num">–</td><td class="num">2</td>' in page
+
+
+def test_missing_script_is_an_error_and_writes_nothing(tmp_path):
+    proc = report_cli(tmp_path / "nope.py", "-o", "r.html", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: cannot run {tmp_path / 'nope.py'}: no such file")
+    assert "unchanged: no report was written" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_trailing_report_options_are_peeled_off_the_script_args():
+    assert split_trailing_options(["a", "-o", "x.html", "--fail-on-unannotated"], "report.html", False) == \
+        (["a"], "x.html", True)
+    assert split_trailing_options(["-o", "mine", "b"], "report.html", False) == (["-o", "mine", "b"], "report.html", False)
+    assert split_trailing_options(["--output=y.html"], "report.html", False) == ([], "y.html", False)
+
+
+def test_one_page_per_rank_under_torchrun():
+    assert output_path("out/report.html", None) == Path("out/report.html")
+    assert output_path("out/report.html", 1) == Path("out/report.rank1.html")
+
+
+# -- the page in Chromium --------------------------------------------------------------------------
+
+class Element:
+    def __init__(self, tag, attrs, parent):
+        self.tag, self.attrs, self.parent = tag, dict(attrs), parent
+        self.children, self.content = [], []  # content: text and child elements, in document order
+
+    @property
+    def classes(self):
+        return set(self.attrs.get("class", "").split())
+
+    def iter(self):
+        yield self
+        for c in self.children:
+            yield from c.iter()
+
+    def all_text(self):
+        return "".join(c if isinstance(c, str) else c.all_text() for c in self.content)
+
+
+class DomBuilder(HTMLParser):
+    VOID = {"meta", "br", "img", "link", "input", "hr"}
+
+    def __init__(self):
+        super().__init__()
+        self.root = self.current = Element("#document", {}, None)
+
+    def handle_starttag(self, tag, attrs):
+        el = Element(tag, attrs, self.current)
+        self.current.children.append(el)
+        self.current.content.append(el)
+        if tag not in self.VOID:
+            self.current = el
+
+    def handle_endtag(self, tag):
+        node = self.current
+        while node is not None and node.tag != tag:
+            node = node.parent
+        if node is not None:
+            self.current = node.parent
+
+    def handle_data(self, data):
+        self.current.content.append(data)
+
+
+def chromium(*args, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def dom(mixed):
+    if CHROMIUM is None:
+        pytest.skip("headless Chromium is not installed (Debian: apt-get install -y chromium); "
+                    "the page is not checked in a browser")
+    _, page = mixed
+    proc = chromium("--dump-dom", page.as_uri())
+    assert proc.returncode == 0 and "<html" in proc.stdout, proc.stderr[-2000:]
+    builder = DomBuilder()
+    builder.feed(proc.stdout)
+    return builder.root
+
+
+def test_page_coverage_table(dom):
+    rows = [[td.all_text() for td in tr.iter() if td.tag == "td"]
+            for tr in dom.iter() if "coverage-row" in tr.classes]
+    assert rows[0][0] == "{'region': 'attention'}" and rows[1][0] == "{'region': 'head'}"
+    assert rows[-1][0] == "(no annotation)"
+    by_region = {r[0]: r[1:] for r in rows}
+    # Every backward op of the two regions is annotated; the "* 0.5" has no region.
+    assert by_region["{'region': 'attention'}"][2] == "100%"
+    assert by_region["{'region': 'head'}"][2] == "100%"
+    assert by_region["(no annotation)"][0] == "1" and by_region["(no annotation)"][2] == "0%"
+
+
+def test_page_links_every_backward_op_to_its_forward_op(dom):
+    ids = {el.attrs["id"] for el in dom.iter() if "id" in el.attrs}
+    backward_rows = [tr for table in dom.iter() if "backward-ops" in table.classes
+                     for tr in table.iter() if "op" in tr.classes]
+    assert len(backward_rows) == 41
+    linked = [a for tr in backward_rows for a in tr.iter() if "forward-link" in a.classes]
+    assert all(a.attrs["href"][1:] in ids for a in linked)
+    # Backward HOP subgraph ops are there and linked too (flex_attention_backward's graphs).
+    sub_rows = [tr for tr in backward_rows if "graph." in tr.attrs["id"]]
+    assert {tr.attrs["id"].split("-")[2].split(".")[0] for tr in sub_rows} >= {"fw_graph", "joint_graph", "mask_graph"}
+    # Not linked: the backward mask_graph, which evaluates the forward mask_mod again (no
+    # autograd_backward, and a fresh seq_nr that equals the unrelated forward "* 0.5" op's);
+    # autograd's gradient accumulation; 2.5.1's detach of a saved activation, which has no
+    # twin in the forward graph. Forward ops the partitioner recomputes in the backward
+    # (view_4) are linked to themselves.
+    unlinked = [tr for tr in backward_rows if not any("forward-link" in a.classes for a in tr.iter())]
+    assert sorted(tr.attrs["id"] for tr in unlinked if "gradient-accumulation" not in tr.classes) == [
+        "op-3-detach_2", "op-3-detach_3", "op-3-mask_graph.ge"]
+    (view_4,) = [tr for tr in backward_rows if tr.attrs["id"] == "op-3-view_4"]
+    assert [a.attrs["href"] for a in view_4.iter() if a.tag == "a"] == ["#op-2-view_4"]
+
+
+def test_page_highlights_the_unannotated_backward_op(dom):
+    highlighted = [tr.attrs["id"] for tr in dom.iter() if tr.tag == "tr" and "unannotated" in tr.classes]
+    assert highlighted == ["op-3-mul_1"]
+    (listing,) = [el for el in dom.iter() if el.attrs.get("id") == "unannotated"]
+    assert [li.all_text() for li in listing.iter() if li.tag == "li"] == [
+        "backward graph 3: mul_1 aten.mul.Tensor from forward op mul"]
+
+
+def test_page_is_self_contained(dom):
+    for el in dom.iter():
+        for attr in ("src", "href"):
+            assert not el.attrs.get(attr, "#").split("#")[0], (el.tag, el.attrs)
+        assert el.tag not in ("script", "link", "img", "iframe")
+
+
+def test_page_screenshot(mixed, dom):
+    _, page = mixed
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    shot.unlink(missing_ok=True)
+    chromium(f"--screenshot={shot}", "--window-size=1400,1800", "--hide-scrollbars", page.as_uri())
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    shutil.copy(page, ARTIFACTS / "report.html")
