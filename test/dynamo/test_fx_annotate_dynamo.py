@@ -38,11 +38,13 @@ class Capture:
 
     def __init__(self):
         self.dynamo_graphs = []
+        self.custom_seen_by_backend = []
         self.aot = RecordGraphs()
         self._aot_backend = self.aot.backend
 
     def __call__(self, gm, example_inputs):
         self.dynamo_graphs.append(gm)
+        self.custom_seen_by_backend.append(fx_traceback.get_current_meta().get("custom"))
         return self._aot_backend(gm, example_inputs)
 
 
@@ -205,16 +207,21 @@ add|""")
     def test_rebinding_a_decorated_function_recompiles(self):
         # every @annotate(d) wrapper shares contextlib's code object: rebinding the name
         # to another annotated function must not reuse the graph of the first one
-        scope = {"torch": torch}
+        def sin(x):
+            return x.sin()
+
+        def cos(x):
+            return x.cos()
+
+        scope = {"g": fx_traceback.annotate({"stage": 0})(sin)}
         exec("def f(x):\n    return g(x) + 1", scope)
-        scope["g"] = fx_traceback.annotate({"stage": 0})(torch.sin)
         cap = Capture()
         compiled = torch.compile(scope["f"], backend=cap, fullgraph=True)
         x = torch.randn(4)
         compiled(x)
-        scope["g"] = fx_traceback.annotate({"stage": 1})(torch.sin)
+        scope["g"] = fx_traceback.annotate({"stage": 1})(sin)
         self.assertEqual(compiled(x), x.sin() + 1)
-        scope["g"] = fx_traceback.annotate({"stage": 1})(torch.cos)
+        scope["g"] = fx_traceback.annotate({"stage": 1})(cos)
         self.assertEqual(compiled(x), x.cos() + 1)
         self.assertExpectedInline(annotated_rows(cap.dynamo_graphs), """\
 sin|{'stage': 0}
@@ -367,6 +374,11 @@ add|""")
         x = torch.randn(4, requires_grad=True)
         with fx_traceback.annotate({"outer": 1}):
             compiled(x).sum().backward()
+            # compiling left the caller's annotation as it was
+            self.assertEqual(fx_traceback.get_current_meta()["custom"], {"outer": 1})
+        # the backend compiles outside the caller's annotation: its own tracing takes
+        # custom from each Dynamo node only
+        self.assertEqual(cap.custom_seen_by_backend, [None])
         # every node traced for the call carries the caller's annotation, forward and
         # backward; AOT graph inputs and outputs stand for no op of the block
         self.assertExpectedInline(dynamo_table(cap.dynamo_graphs[0]), """\
