@@ -169,7 +169,7 @@ truediv|""")
         self.assert_tracing_state_clean()
 
     def test_decorator_dicts_are_guarded(self):
-        dec, dec_fn = {"stage": 0}, {"stage": 0}
+        dec, dec_fn = {"stage": "a"}, {"stage": "a"}
 
         @fx_traceback.annotate(dec)
         def by_annotate(x):
@@ -186,23 +186,40 @@ truediv|""")
         compiled = torch.compile(f, backend=cap, fullgraph=True)
         x = torch.randn(4)
         compiled(x)
-        dec["stage"] = 1
+        dec["stage"] = "b"
         compiled(x)
-        dec_fn["stage"] = 2
+        dec_fn["stage"] = "c"
         compiled(x)
         compiled(x)
         self.assertExpectedInline(annotated_rows(cap.dynamo_graphs), """\
-sin|{'stage': 0}
-cos|{'stage': 0}
+sin|{'stage': 'a'}
+cos|{'stage': 'a'}
 add|
 --
-sin|{'stage': 1}
-cos|{'stage': 0}
+sin|{'stage': 'b'}
+cos|{'stage': 'a'}
 add|
 --
-sin|{'stage': 1}
-cos|{'stage': 2}
+sin|{'stage': 'b'}
+cos|{'stage': 'c'}
 add|""")
+
+    def test_changed_int_in_a_decorator_dict_stays_a_constant(self):
+        # beyond upstream (2.13 raises an internal error): an int that changed between
+        # calls becomes dynamic in Dynamo (automatic dynamic); the annotation holds its value
+        dec = {"stage": 0}
+
+        @fx_traceback.annotate_fn(dec)
+        def g(x):
+            return x.cos()
+
+        cap = Capture()
+        compiled = torch.compile(lambda x: g(x) + 1, backend=cap, fullgraph=True)
+        for stage in (0, 1, 2, 2):
+            dec["stage"] = stage
+            compiled(torch.randn(4))
+        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
+                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
 
     def test_rebinding_a_decorated_function_recompiles(self):
         # every @annotate(d) wrapper shares contextlib's code object: rebinding the name
