@@ -1,9 +1,11 @@
 # Owner(s): ["module: dynamo"]
-"""torch.fx.traceback.annotate under torch.compile (patches 164678-dynamo-annotate and
-local-dynamo-annotate-graph-break): Dynamo runs annotate eagerly, so its graph nodes --
+"""torch.fx.traceback.annotate under torch.compile (patches 164678-dynamo-annotate,
+local-dynamo-context-decorator, local-dynamo-annotate-graph-break and
+local-dynamo-ambient-annotation): Dynamo runs annotate eagerly, so its graph nodes --
 HOP subgraphs included -- carry node.meta["custom"], which flows into the AOT forward graph.
 No test enters preserve_node_meta(): Dynamo must not need it.
 """
+import enum
 import sys
 from pathlib import Path
 
@@ -36,11 +38,13 @@ class Capture:
 
     def __init__(self):
         self.dynamo_graphs = []
+        self.custom_seen_by_backend = []
         self.aot = RecordGraphs()
         self._aot_backend = self.aot.backend
 
     def __call__(self, gm, example_inputs):
         self.dynamo_graphs.append(gm)
+        self.custom_seen_by_backend.append(fx_traceback.get_current_meta().get("custom"))
         return self._aot_backend(gm, example_inputs)
 
 
@@ -64,6 +68,15 @@ class DecoratedModule(torch.nn.Module):
     @fx_traceback.annotate_fn({"mod": 3})
     def forward(self, x):
         return decorated(x) + decorated_fn(x)
+
+
+class Stage(enum.Enum):
+    A = "a"
+
+
+def annotated_rows(graphs):
+    """``name|custom`` of the call nodes of each graph, graphs separated by ``--``."""
+    return "\n--\n".join(dynamo_table(g) for g in graphs)
 
 
 class AnnotateDynamoTests(TestCase):
@@ -131,6 +144,119 @@ aten.sub.Tensor|{'mod': 3, 'fn': 2}
 aten.add.Tensor|{'mod': 3}""")
         self.assert_no_annotation_on_inputs_and_outputs(cap)
         self.assert_tracing_state_clean()
+
+    def test_decorated_module_methods(self):
+        class Mod(torch.nn.Module):
+            @fx_traceback.annotate({"bucket": 0})
+            def sin(self, x):
+                return torch.sin(x)
+
+            @fx_traceback.annotate_fn({"bucket": 1})
+            def cos(self, x):
+                return torch.cos(x)
+
+            def forward(self, x):
+                with fx_traceback.annotate({"pp_stage": 0}):
+                    y = self.sin(x) * 2
+                return self.cos(y) / 3
+
+        cap = self.compile_and_run(Mod(), torch.randn(4, requires_grad=True), fullgraph=True)
+        self.assertExpectedInline(dynamo_table(cap.dynamo_graphs[0]), """\
+sin|{'pp_stage': 0, 'bucket': 0}
+y|{'pp_stage': 0}
+cos|{'bucket': 1}
+truediv|""")
+        self.assert_tracing_state_clean()
+
+    def test_decorator_dicts_are_guarded(self):
+        dec, dec_fn = {"stage": "a"}, {"stage": "a"}
+
+        @fx_traceback.annotate(dec)
+        def by_annotate(x):
+            return x.sin()
+
+        @fx_traceback.annotate_fn(dec_fn)
+        def by_annotate_fn(x):
+            return x.cos()
+
+        def f(x):
+            return by_annotate(x) + by_annotate_fn(x)
+
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap, fullgraph=True)
+        x = torch.randn(4)
+        compiled(x)
+        dec["stage"] = "b"
+        compiled(x)
+        dec_fn["stage"] = "c"
+        compiled(x)
+        compiled(x)
+        self.assertExpectedInline(annotated_rows(cap.dynamo_graphs), """\
+sin|{'stage': 'a'}
+cos|{'stage': 'a'}
+add|
+--
+sin|{'stage': 'b'}
+cos|{'stage': 'a'}
+add|
+--
+sin|{'stage': 'b'}
+cos|{'stage': 'c'}
+add|""")
+
+    def test_changed_int_in_a_decorator_dict_stays_a_constant(self):
+        # beyond upstream (2.13 raises an internal error): an int that changed between
+        # calls becomes dynamic in Dynamo (automatic dynamic); the annotation holds its value
+        dec = {"stage": 0}
+
+        @fx_traceback.annotate_fn(dec)
+        def g(x):
+            return x.cos()
+
+        cap = Capture()
+        compiled = torch.compile(lambda x: g(x) + 1, backend=cap, fullgraph=True)
+        for stage in (0, 1, 2, 2):
+            dec["stage"] = stage
+            compiled(torch.randn(4))
+        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
+                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+
+    def test_rebinding_a_decorated_function_recompiles(self):
+        # every @annotate(d) wrapper shares contextlib's code object: rebinding the name
+        # to another annotated function must not reuse the graph of the first one
+        def sin(x):
+            return x.sin()
+
+        def cos(x):
+            return x.cos()
+
+        scope = {"g": fx_traceback.annotate({"stage": 0})(sin)}
+        exec("def f(x):\n    return g(x) + 1", scope)
+        cap = Capture()
+        compiled = torch.compile(scope["f"], backend=cap, fullgraph=True)
+        x = torch.randn(4)
+        compiled(x)
+        scope["g"] = fx_traceback.annotate({"stage": 1})(sin)
+        self.assertEqual(compiled(x), x.sin() + 1)
+        scope["g"] = fx_traceback.annotate({"stage": 1})(cos)
+        self.assertEqual(compiled(x), x.cos() + 1)
+        self.assertExpectedInline(annotated_rows(cap.dynamo_graphs), """\
+sin|{'stage': 0}
+add|
+--
+sin|{'stage': 1}
+add|
+--
+cos|{'stage': 1}
+add|""")
+
+    def test_annotate_variable_clones(self):
+        from torch._dynamo.variables import FxTracebackAnnotateVariable
+
+        var = FxTracebackAnnotateVariable({"stage": 0})
+        clone = var.clone()
+        self.assertEqual(clone.annotation, {"stage": 0})
+        self.assertIsNone(clone.target_values)
 
     def test_annotate_around_and_inside_checkpoint(self):
         def f(x):
@@ -211,6 +337,29 @@ aten.add.Tensor|""")
         self.assert_no_annotation_on_inputs_and_outputs(cap)
         self.assert_tracing_state_clean()
 
+    def test_graph_break_keeps_enum_and_class_values(self):
+        def f(x):
+            with fx_traceback.annotate({"stage": Stage.A, "cls": int}):
+                a = x.sin()
+                torch._dynamo.graph_break()
+                b = a.cos()
+            return b + 1
+
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap)
+        x = torch.randn(4)
+        for _ in range(3):
+            self.assertEqual(compiled(x), f(x))
+        # both sides compile once, annotated with the very objects of the annotation
+        self.assertExpectedInline(annotated_rows(cap.dynamo_graphs), """\
+a|{'stage': <Stage.A: 'a'>, 'cls': <class 'int'>}
+--
+b|{'stage': <Stage.A: 'a'>, 'cls': <class 'int'>}
+add|""")
+        self.assertIs(cap.dynamo_graphs[1].graph.find_nodes(op="call_method", target="cos")[0]
+                      .meta["custom"]["stage"], Stage.A)
+        self.assert_tracing_state_clean()
+
     def test_recompile_with_dynamic_shapes_keeps_annotation(self):
         def f(x):
             with fx_traceback.annotate({"r": 0}):
@@ -233,15 +382,83 @@ aten.add.Tensor|""")
             customs = [n.meta.get("custom") for n in fw.graph.nodes if n.op == "call_function"]
             self.assertEqual(customs, [{"r": 0}, {"r": 0}, None])
 
-    def test_eager_annotate_around_compiled_call_does_not_leak_into_backward(self):
+    def test_eager_annotate_around_compiled_call_is_traced_and_guarded(self):
         def f(x):
             return x.sin().cos()
 
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap)
+        x = torch.randn(4, requires_grad=True)
         with fx_traceback.annotate({"outer": 1}):
-            cap = self.compile_and_run(f, torch.randn(4, requires_grad=True))
-        # the backend compiles outside the caller's annotation; nothing was annotated in f
-        for gm in cap.aot.fw_graphs + cap.aot.bw_graphs:
-            self.assertEqual([n.name for n in gm.graph.nodes if "custom" in n.meta], [])
+            compiled(x).sum().backward()
+            # compiling left the caller's annotation as it was
+            self.assertEqual(fx_traceback.get_current_meta()["custom"], {"outer": 1})
+        # the backend compiles outside the caller's annotation: its own tracing takes
+        # custom from each Dynamo node only
+        self.assertEqual(cap.custom_seen_by_backend, [None])
+        # every node traced for the call carries the caller's annotation, forward and
+        # backward; AOT graph inputs and outputs stand for no op of the block
+        self.assertExpectedInline(dynamo_table(cap.dynamo_graphs[0]), """\
+sin|{'outer': 1}
+cos|{'outer': 1}""")
+        self.assertEqual([n.meta.get("custom") for n in cap.aot.fw_graphs[0].graph.nodes
+                          if n.op == "call_function"], [{"outer": 1}] * 2)
+        bw_calls = [n for n in cap.aot.bw_graphs[0].graph.nodes if n.op == "call_function"]
+        self.assertTrue(bw_calls)
+        self.assertTrue(all(n.meta.get("custom") == {"outer": 1} for n in bw_calls))
+        # the backend compiled outside the caller's annotation: the forward inputs and
+        # every output stand for no annotated op
+        fw, bw = cap.aot.fw_graphs[0].graph, cap.aot.bw_graphs[0].graph
+        for n in [*fw.find_nodes(op="placeholder"), *fw.find_nodes(op="output"), *bw.find_nodes(op="output")]:
+            self.assertNotIn("custom", n.meta, n.name)
+        self.assert_tracing_state_clean()
+
+        # the graph is guarded on the caller's annotation: no annotation, another one,
+        # then the first again (a cache hit)
+        compiled(x)
+        with fx_traceback.annotate({"outer": 2}):
+            compiled(x)
+        with fx_traceback.annotate({"outer": 1}):
+            compiled(x)
+        self.assertExpectedInline(annotated_rows(cap.dynamo_graphs), """\
+sin|{'outer': 1}
+cos|{'outer': 1}
+--
+sin|
+cos|
+--
+sin|{'outer': 2}
+cos|{'outer': 2}""")
+        self.assert_tracing_state_clean()
+
+    def test_graph_break_in_function_called_from_annotated_block(self):
+        def inner(x):
+            a = x.sin()
+            torch._dynamo.graph_break()
+            return a.cos()
+
+        def f(x):
+            with fx_traceback.annotate({"region": 0}):
+                y = inner(x)
+            return y + 1
+
+        cap = self.compile_and_run(f, torch.randn(4, requires_grad=True))
+        # inner cannot be inlined: it runs eagerly inside the block, and its own frame and
+        # resume function are compiled under the block's annotation
+        self.assertExpectedInline(annotated_rows(cap.dynamo_graphs), """\
+a|{'region': 0}
+--
+cos|{'region': 0}
+--
+add|""")
+        # called outside the block, inner is compiled again, unannotated
+        torch.compile(inner, backend=cap)(torch.randn(4))
+        self.assertExpectedInline(annotated_rows(cap.dynamo_graphs[3:]), """\
+a|
+--
+cos|""")
+        self.assert_no_annotation_on_inputs_and_outputs(cap)
+        self.assert_tracing_state_clean()
 
     def test_non_constant_annotation_is_a_clear_error(self):
         def f(x, t):
@@ -265,7 +482,7 @@ class AnnotateDynamoOracleTests(TestCase):
         cls.upstream = run_json(ORACLE_PYTHON, ORACLE_PROGRAM)["captures"]
 
     def test_same_annotations_as_upstream(self):
-        for name in ("nested", "decorators", "around_checkpoint"):
+        for name in ("nested", "decorators", "decorated_method", "around_checkpoint"):
             with self.subTest(name):
                 self.assertTrue(self.upstream[name]["graphs"], "upstream captured nothing")
                 self.assertEqual(self.ours[name], self.upstream[name])

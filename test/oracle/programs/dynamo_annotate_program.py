@@ -35,6 +35,24 @@ def decorators(x):
     return decorated(x) + decorated_fn(x)
 
 
+class DecoratedMethods(torch.nn.Module):
+    @fx_traceback.annotate({"bucket": 0})
+    def sin(self, x):
+        return torch.sin(x)
+
+    def forward(self, x):
+        with fx_traceback.annotate({"pp_stage": 0}):
+            y = self.sin(x) * 2
+        return y / 3
+
+
+def decorated_method(x):
+    return DECORATED_METHODS(x)
+
+
+DECORATED_METHODS = DecoratedMethods()
+
+
 def ac_body(x):
     with fx_traceback.annotate({"inner": 1}):
         y = x.sin()
@@ -55,7 +73,7 @@ def graph_break(x):
     return b + 1
 
 
-PROGRAMS = {f.__name__: f for f in (nested, decorators, around_checkpoint, graph_break)}
+PROGRAMS = {f.__name__: f for f in (nested, decorators, decorated_method, around_checkpoint, graph_break)}
 
 
 def capture(fn):
