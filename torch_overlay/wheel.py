@@ -29,7 +29,7 @@ from .build import build_patched
 from .errors import OverlayError
 from .inplace import overlay_state
 from .pristine import from_wheel, wheel_dist_info
-from .record import Record, record_line
+from .record import Record
 from .series import Series, load_series
 from .transaction import failpoint
 
@@ -135,13 +135,13 @@ def _edits(release: ReleaseWheel, series: Series, new_version: str) -> Edits:
     record.lines = [new + line[len(old):] if line.startswith(old + "/") else line for line in record.lines]
     for path, data in patched.items():
         (edits.replaced if path in members else edits.added)[path] = data
-        record.replace(path, record_line(path, data))
+        record.put(path, data)
     for name, data in state_files.items():
         edits.added[f"{new}/{name}"] = data
-        record.replace(f"{new}/{name}", record_line(f"{new}/{name}", data))
+        record.put(f"{new}/{name}", data)
     metadata = _with_version(release.read_text("METADATA"), release.version, new_version).encode("utf-8")
     edits.replaced[f"{old}/METADATA"] = metadata
-    record.replace(f"{new}/METADATA", record_line(f"{new}/METADATA", metadata))
+    record.put(f"{new}/METADATA", metadata)
     edits.replaced[f"{old}/RECORD"] = record.render().encode("utf-8")
     return edits
 
