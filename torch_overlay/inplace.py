@@ -12,8 +12,7 @@ from .errors import OverlayError, warn
 from .installation import DIFFERS, MISSING, NOT_IN_RELEASE, STATE_DIR, STATE_FILE, TorchInstallation
 from .record import Record, record_hash
 from .series import Series, load_series
-from .transaction import (Barrier, JournalError, Transaction, check_replaceable, exclusive_lock, failpoint,
-                          recover)
+from .transaction import Barrier, JournalError, Transaction, exclusive_lock, failpoint, recover
 
 # Replaced by a stub while files move (see transaction.py): every import of torch runs it first.
 BARRIER_PATH = "torch/__init__.py"
@@ -147,8 +146,6 @@ def apply(force: bool = False) -> str:
         if applied and applied["series_digest"] == series.digest:
             return "\n".join(messages + [f"already applied: the torch {series.version} series "
                                          f"({series.label}) is in place; nothing to do"])
-        targets = list(dict.fromkeys([*series.touched, *(applied["files"] if applied else [])]))
-        check_replaceable(inst.site, inst.dist_info, [BARRIER_PATH, *targets, inst.relpath(inst.record_path)])
         if applied:  # an older series: back to the release first, then the current series
             messages.append(_revert_locked(inst, applied))
         forced = _refuse_unfit(inst, series, force)
@@ -260,7 +257,6 @@ def _saved_original(inst: TorchInstallation, path: str, expected: str) -> bytes:
 def _revert_locked(inst: TorchInstallation, state: dict) -> str:
     originals = {path: None if info["pristine"] is None else _saved_original(inst, path, info["pristine"])
                  for path, info in state["files"].items()}
-    check_replaceable(inst.site, inst.dist_info, [BARRIER_PATH, *originals, inst.relpath(inst.record_path)])
     record = inst.record()
     dist = inst.relpath(inst.dist_info)
     txn = _transaction(inst)

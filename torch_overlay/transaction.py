@@ -44,6 +44,7 @@ from .errors import OverlayError, warn
 STAGING_NAME = "overlay-txn"
 JOURNAL_NAME = "journal.json"
 ROLLBACK_NAME = "rollback"  # present: the moves are being undone
+PROBES_NAME = "probes"      # the probe files check_replaceable() may create, for recovery to remove
 DONE_NAME = "done"          # the journal, renamed once every move is made: only clean-up is left
 JOURNAL_FORMAT = 1
 FAILPOINT_ENV = "TORCH_OVERLAY_FAILPOINT"
@@ -53,13 +54,15 @@ _FAULTS = {"enospc": errno.ENOSPC, "eperm": errno.EPERM}
 def failpoint(name: str) -> None:
     """Test hook.  ``TORCH_OVERLAY_FAILPOINT`` holds comma-separated specs:
     ``<name>`` kills this process with SIGKILL at that point, ``<name>:sleep``
-    announces itself on stderr and sleeps (a test acts meanwhile), and
-    ``<name>:enospc`` / ``<name>:eperm`` raise that OSError there."""
+    announces itself on stderr and sleeps (a test acts meanwhile),
+    ``<name>:announce`` only announces itself (a test times a kill from there),
+    and ``<name>:enospc`` / ``<name>:eperm`` raise that OSError there."""
     for spec in os.environ.get(FAILPOINT_ENV, "").split(","):
         if spec == name:
             os.kill(os.getpid(), signal.SIGKILL)
-        if spec == f"{name}:sleep":
+        if spec in (f"{name}:sleep", f"{name}:announce"):
             print(f"failpoint {name} reached", file=sys.stderr, flush=True)
+        if spec == f"{name}:sleep":
             time.sleep(600)
         for fault, code in _FAULTS.items():
             if spec == f"{name}:{fault}":
@@ -137,9 +140,16 @@ class Transaction:
     # -- staging ------------------------------------------------------------------------------
 
     def _make_staging(self) -> None:
-        if not self._made_staging:
+        if self._made_staging:
+            return
+        try:
             self.staging.mkdir()  # an old one is recover()'s to deal with, never ours to remove
-            self._made_staging = True
+        except OSError as e:
+            raise OverlayError(f"cannot create the staging folder {self.staging}: {e.strerror or e}",
+                               unchanged="nothing was changed",
+                               todo="run torch-overlay as the user that owns this environment, or use "
+                                    "'torch-overlay rebuild-wheel' and install that wheel instead") from None
+        self._made_staging = True
 
     def _stage(self, produce: Callable[[Path], None]) -> str:
         self._make_staging()
@@ -216,6 +226,7 @@ class Transaction:
             moves = self._moves()
             failpoint("staged")
             check_replaceable(self.root, self.staging, [m.target for m in moves])
+            failpoint("probed")
             journal = {"format": JOURNAL_FORMAT, "root": os.path.relpath(self.root, self.staging),
                        "moves": [[m.target, m.staged, m.existed] for m in moves]}
             tmp = self.staging / (JOURNAL_NAME + ".tmp")
@@ -249,26 +260,35 @@ def _nearest_folder(path: Path) -> Path:
     return path
 
 
-def check_replaceable(root: Path, staging: Path, targets: list[str]) -> None:
-    """Refuse, before anything changes, when a target cannot be replaced by rename from
-    ``staging`` (the staging folder, or the folder that will hold it).
+def _probe_path(root: Path, target: str) -> Path:
+    return _nearest_folder((root / target).parent) / f".{STAGING_NAME}-probe"
 
-    The folder is probed by creating a file in it.  An existing file is then
-    hard-linked beside itself and the link removed, which fails on an immutable
-    or append-only file (``chattr +i``), whose replacement would fail; where the
-    kernel refuses hard links to another user's file (protected_hardlinks) that
-    probe cannot tell, and a failed rename is undone at commit time instead."""
+
+def check_replaceable(root: Path, staging: Path, targets: list[str]) -> None:
+    """Refuse, before the commit point, when a target cannot be replaced by rename from ``staging``.
+
+    Each target's folder is probed by creating a file in it.  An existing file
+    is then hard-linked beside itself and the link removed, which fails on an
+    immutable or append-only file (``chattr +i``), whose replacement would fail;
+    where the kernel refuses hard links to another user's file
+    (protected_hardlinks) that probe cannot tell, and a failed rename is undone
+    at commit time instead.  The probe paths are listed in the staging folder
+    first, so that recovery removes a probe a kill left behind."""
+    targets = list(dict.fromkeys(targets))
     staging_dev = os.stat(staging).st_dev
-    for target in dict.fromkeys(targets):
+    probes = sorted({os.path.relpath(_probe_path(root, t), staging) for t in targets})
+    write_file_durably(staging / PROBES_NAME, "\n".join(probes).encode())
+    for target in targets:
         path = root / target
-        folder = _nearest_folder(path.parent)
-        probe = folder / f".{STAGING_NAME}-probe-{os.getpid()}"
+        probe = _probe_path(root, target)
+        folder = probe.parent
         try:
             if os.stat(folder).st_dev != staging_dev:
                 raise OverlayError(f"{folder} is on another filesystem than {staging}, so {target} cannot be "
                                    "replaced by rename", unchanged="nothing was changed",
                                    todo="use 'torch-overlay rebuild-wheel' and install that wheel instead")
             os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            failpoint("probe")
             os.unlink(probe)
             if path.is_file() and not path.is_symlink() and _may_link(path):
                 try:
@@ -286,6 +306,16 @@ def check_replaceable(root: Path, staging: Path, targets: list[str]) -> None:
                 todo=f"make {folder} and the files in it writable (see 'ls -l' and 'lsattr'), or run torch-overlay "
                      "as the user that owns this environment, or use 'torch-overlay rebuild-wheel' and install "
                      "that wheel instead") from None
+
+
+def _remove_probes(staging: Path) -> None:
+    try:
+        listed = (staging / PROBES_NAME).read_text().split("\n")
+    except (OSError, UnicodeDecodeError):
+        return
+    for rel in listed:  # relative to the staging folder; only ever our probe's name
+        if rel and not os.path.isabs(rel) and PurePosixPath(rel).name == f".{STAGING_NAME}-probe":
+            (staging / rel).unlink(missing_ok=True)
 
 
 def _may_link(path: Path) -> bool:
@@ -319,6 +349,7 @@ def _forward(staging: Path, root: Path, moves: list[_Move]) -> None:
             failpoint(f"move:{i}")
         except OSError as e:
             raise _MoveFailed(target, e) from None
+    failpoint("renamed")
 
 
 def _backward(staging: Path, root: Path, moves: list[_Move]) -> None:
@@ -437,6 +468,7 @@ def recover(staging_parent: Path) -> str | None:
                  "environment")
     if not (staging / JOURNAL_NAME).exists():
         finished = (staging / DONE_NAME).exists()
+        _remove_probes(staging)
         shutil.rmtree(staging)
         return None if finished else \
             "rolled back a torch-overlay command that was interrupted before its commit point (nothing had changed)"

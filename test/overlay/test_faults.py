@@ -18,7 +18,7 @@ import pytest
 from fault_checks import Saved, classify, import_probe, snapshot, stale_bytecode, stray_files
 from scratch_torch import ScratchTorch
 
-BEFORE_COMMIT = ["staged"]     # a kill here leaves the state the command started from
+BEFORE_COMMIT = ["staged", "probe", "probed"]  # a kill here leaves the state the command started from
 AFTER_COMMIT = ["journal"]     # from the journal on, recovery finishes the command
 AFTER_MOVES = ["moved", "done"]  # every move made, the clean-up not yet
 
@@ -82,7 +82,7 @@ def test_kill_9_at_every_point_of_apply(lab):
     saved_pristine.restore()
     n = move_count(scratch, "apply")
     moves = [f"move:{i}" for i in range(n)]
-    assert not kill_at_every_point(lab, "apply", saved_pristine, ["built", *BEFORE_COMMIT],
+    assert not kill_at_every_point(lab, "apply", saved_pristine, BEFORE_COMMIT,
                                    [*AFTER_COMMIT, *moves, *AFTER_MOVES])
 
 
@@ -91,7 +91,7 @@ def test_kill_9_at_every_point_of_revert(lab):
     saved_patched.restore()
     n = move_count(scratch, "revert")
     moves = [f"move:{i}" for i in range(n)]
-    assert not kill_at_every_point(lab, "revert", saved_patched, ["revert-staged", *BEFORE_COMMIT],
+    assert not kill_at_every_point(lab, "revert", saved_patched, BEFORE_COMMIT,
                                    [*AFTER_COMMIT, *moves, *AFTER_MOVES])
 
 
