@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -46,7 +47,9 @@ def _cmd_refresh(args) -> str:
 
 def _cmd_demo(args) -> str:
     from .demo import main
-    return main()
+    from .inplace import finish_interrupted
+    recovered = finish_interrupted()  # before the demo imports torch
+    return "\n".join(x for x in (recovered, main()) if x)
 
 
 def _cmd_report(args) -> str:
@@ -98,8 +101,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _exit_on_sigterm(signum, frame):
+    """SIGTERM unwinds like ^C, so a command cleans up (or undoes a half-made change) before it exits."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         out = args.fn(args)
     except OverlayError as e:

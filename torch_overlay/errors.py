@@ -1,4 +1,5 @@
-"""The one exception type the CLI turns into a message for the user."""
+"""The one exception type the CLI turns into a message for the user, and warnings."""
+import sys
 
 
 class OverlayError(Exception):
@@ -21,3 +22,8 @@ class OverlayError(Exception):
         if self.todo:
             lines.append(f"to do: {self.todo}")
         return "\n".join(lines)
+
+
+def warn(message: str) -> None:
+    """Something the user should know about a command that succeeded (on stderr)."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)

@@ -1,17 +1,29 @@
 """status / apply / revert on the torch installation of the running interpreter."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import py_compile
-import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from .build import build_patched
-from .errors import OverlayError
-from .installation import STATE_DIR, STATE_FILE, TorchInstallation
-from .record import Record, record_hash, record_line
+from .errors import OverlayError, warn
+from .installation import DIFFERS, MISSING, NOT_IN_RELEASE, STATE_DIR, STATE_FILE, TorchInstallation
+from .record import Record, record_hash
 from .series import Series, load_series
-from .transaction import Transaction, exclusive_lock, failpoint, recover
+from .transaction import Barrier, JournalError, Transaction, exclusive_lock, failpoint, recover
+
+# Replaced by a stub while files move (see transaction.py): every import of torch runs it first.
+BARRIER_PATH = "torch/__init__.py"
+BARRIER_STUB = b"""\
+# Put here by torch-overlay for the moment it replaces torch's files; the real file comes back last.
+raise ImportError(
+    "torch cannot be imported now: torch-overlay is replacing torch's files, or was interrupted while "
+    "doing so, and a half-replaced torch would give wrong results. Run 'python -m torch_overlay status' "
+    "with this Python to finish or undo the change, then import torch again."
+)
+"""
 
 
 @dataclass
@@ -19,14 +31,19 @@ class Status:
     installation: TorchInstallation
     series: Series | None
     applied: dict | None
-    modified: list[str]     # series targets whose bytes differ from RECORD
-    recovered: str | None   # what recovery did, if anything
+    modified: dict[str, str]  # series targets not as RECORD lists them -> what is wrong
+    recovered: str | None     # what recovery did, if anything
+    problems: list[OverlayError]  # what status could not deal with (the other commands refuse on these)
 
     def render(self) -> str:
         inst = self.installation
         lines = [f"torch {inst.version} at {inst.site / 'torch'}"]
         if self.recovered:
             lines.append(f"recovered: {self.recovered}")
+        for problem in self.problems:
+            lines.append(f"problem: {problem.what}" + (f" ({problem.unchanged})" if problem.unchanged else ""))
+            if problem.todo:
+                lines.append(f"  to do: {problem.todo}")
         if self.series is None:
             lines.append("series: none for this release")
         else:
@@ -35,75 +52,106 @@ class Status:
             current = self.series is not None and self.applied["series_digest"] == self.series.digest
             lines.append("applied: " + ", ".join(self.applied["patches"])
                          + ("" if current else "  (an older series: run 'torch-overlay apply' to update)"))
-        else:
+        elif not self.problems:
             lines.append("applied: none")
         if self.modified:
-            lines.append("files differing from RECORD: " + ", ".join(self.modified))
-        else:
+            lines.append("files differing from RECORD: " + ", ".join(
+                p if why == DIFFERS else f"{p} ({why})" for p, why in self.modified.items()))
+        elif not self.problems:
             lines.append("files differing from RECORD: none")
         return "\n".join(lines)
 
 
-def _check_writable(inst: TorchInstallation) -> None:
-    for d in (inst.dist_info, inst.site / "torch"):
-        try:
-            with tempfile.TemporaryFile(dir=d):
-                pass
-        except OSError as e:
-            raise OverlayError(
-                f"cannot write to {d}: {e.strerror}",
-                unchanged="nothing was changed",
-                todo="run torch-overlay as the user that owns this environment, or use "
-                     "'torch-overlay rebuild-wheel' and install that wheel instead") from None
-
-
-def _status_unlocked(inst: TorchInstallation, recovered: str | None) -> Status:
+def _recover(inst: TorchInstallation) -> str | None:
+    """Finish or undo an interrupted transaction (under the lock), with torch's own remedy on failure."""
     try:
-        series = load_series(inst.release)
-    except OverlayError:
-        series = None
-    targets = series.touched if series else []
-    applied = inst.applied_state()
-    if applied:
-        targets = list(dict.fromkeys([*applied["files"], *targets]))
-    return Status(inst, series, applied, inst.modified_files(targets), recovered)
+        return recover(inst.dist_info)
+    except JournalError as e:
+        if "reinstall the package" in e.todo:
+            e.todo = (f"reinstall torch: pip install --force-reinstall --no-deps torch=={inst.release}, "
+                      f"then remove {inst.dist_info / 'overlay-txn'}")
+        raise
+
+
+def finish_interrupted() -> str | None:
+    """What every command that uses the installed torch runs first (demo, workspace)."""
+    inst = TorchInstallation.of_running_interpreter()
+    with exclusive_lock(inst.dist_info):
+        return _recover(inst)
 
 
 def status() -> Status:
     inst = TorchInstallation.of_running_interpreter()
+    problems: list[OverlayError] = []
     with exclusive_lock(inst.dist_info):
-        recovered = recover(inst.dist_info)
-        return _status_unlocked(inst, recovered)
+        try:
+            recovered = _recover(inst)
+        except OverlayError as e:  # report it; changing nothing is all status can do
+            recovered, problems = None, [e]
+        try:
+            series = load_series(inst.release)
+        except OverlayError:
+            series = None
+        targets = series.touched if series else []
+        applied = None
+        try:
+            applied = inst.applied_state()
+        except OverlayError as e:
+            problems.append(e)
+        if applied:
+            targets = list(dict.fromkeys([*applied["files"], *targets]))
+        try:
+            modified = inst.file_problems(targets)
+        except OverlayError as e:
+            modified = {}
+            problems.append(e)
+        return Status(inst, series, applied, modified, recovered, problems)
 
 
-def _recompile(inst: TorchInstallation, paths) -> None:
-    for p in paths:
-        if p.endswith(".py") and (inst.site / p).exists():
-            py_compile.compile(str(inst.site / p), doraise=True)
+def _refuse_unfit(inst: TorchInstallation, series: Series, force: bool) -> bool:
+    """Refuse when a target is not the release's file; returns whether --force lets modified ones through."""
+    problems = inst.file_problems([p for p in series.touched if p not in series.created])
+    absent = [p for p, why in problems.items() if why == NOT_IN_RELEASE]
+    if absent:
+        patch = next(p for p in series.patches if absent[0] in p.touched)
+        raise OverlayError(
+            f"patch {patch.name} does not apply to torch {inst.version}: it changes {absent[0]}, which this torch "
+            "does not have" + (f" (nor {', '.join(absent[1:])})" if absent[1:] else ""),
+            unchanged="nothing was changed",
+            todo=f"the series patches/{series.version} does not fit this release's files; port it "
+                 "(see CONTRIBUTING.md, 'Porting the series to another release')")
+    missing = [p for p, why in problems.items() if why == MISSING]
+    if missing:
+        raise OverlayError(
+            "these torch files are missing (deleted after installation?): " + ", ".join(missing),
+            unchanged="nothing was changed",
+            todo=f"reinstall torch ('pip install --force-reinstall --no-deps torch=={series.version}'); "
+                 "--force cannot patch a file that is not there")
+    modified = [p for p, why in problems.items() if why == DIFFERS]
+    if modified and not force:
+        raise OverlayError(
+            "these torch files differ from the wheel's RECORD (modified locally?): " + ", ".join(modified),
+            unchanged="nothing was changed",
+            todo="reinstall torch ('pip install --force-reinstall --no-deps torch==%s'), or pass --force "
+                 "to patch the files as they are ('revert' then restores them as they are now)" % series.version)
+    return bool(modified)
 
 
 def apply(force: bool = False) -> str:
     inst = TorchInstallation.of_running_interpreter()
     series = load_series(inst.release)
     with exclusive_lock(inst.dist_info):
-        messages = [m for m in [recover(inst.dist_info)] if m]
+        messages = [m for m in [_recover(inst)] if m]
         applied = inst.applied_state()
         if applied and applied["series_digest"] == series.digest:
             return "\n".join(messages + [f"already applied: the torch {series.version} series "
                                          f"({series.label}) is in place; nothing to do"])
-        _check_writable(inst)
         if applied:  # an older series: back to the release first, then the current series
-            messages.append(_revert_locked(inst))
-        modified = inst.modified_files([p for p in series.touched if p not in series.created])
-        if modified and not force:
-            raise OverlayError(
-                "these torch files differ from the wheel's RECORD (modified locally?): " + ", ".join(modified),
-                unchanged="nothing was changed",
-                todo="reinstall torch ('pip install --force-reinstall --no-deps torch==%s'), or pass --force "
-                     "to patch the files as they are ('revert' then restores them as they are now)" % series.version)
+            messages.append(_revert_locked(inst, applied))
+        forced = _refuse_unfit(inst, series, force)
         patched = build_patched(series, lambda p: (inst.site / p).read_bytes())
-        _install(inst, series, patched, forced=bool(modified))
-        _recompile(inst, patched)
+        failpoint("built")
+        _install(inst, series, patched, forced=forced)
         messages.append(f"applied the torch {series.version} series ({series.label}): "
                         + ", ".join(p.name for p in series.patches))
         return "\n".join(messages)
@@ -138,55 +186,94 @@ def overlay_state(series: Series, patched: dict[str, bytes], pristine: dict[str,
     return files
 
 
+def _transaction(inst: TorchInstallation) -> Transaction:
+    return Transaction(inst.site, inst.dist_info, Barrier(BARRIER_PATH, BARRIER_STUB))
+
+
+def _write_module(txn: Transaction, inst: TorchInstallation, path: str, data: bytes) -> None:
+    """Stage ``data`` as ``path`` and, for a module, its bytecode, so that a kill can never leave a
+    half-written .pyc (or py_compile's temporary file) in torch's __pycache__ folders."""
+    staged = txn.write(path, data)
+    if not path.endswith(".py"):
+        return
+    target = inst.site / path
+
+    def compile_to(cfile: Path) -> None:
+        # The staged source keeps its mtime when renamed into place, so the .pyc stays valid.
+        try:
+            py_compile.compile(str(staged), cfile=str(cfile), dfile=str(target), doraise=True)
+        except py_compile.PyCompileError as e:
+            raise OverlayError(f"the new {path} does not compile: {e.msg}", unchanged="nothing was changed",
+                               todo="fix the patch that changes it") from None
+
+    txn.write_with(inst.relpath(Path(importlib.util.cache_from_source(str(target)))), compile_to)
+
+
+def _commit(txn: Transaction) -> None:
+    for warning in txn.commit():
+        warn(warning)
+
+
 def _install(inst: TorchInstallation, series: Series, patched: dict[str, bytes], forced: bool) -> None:
     record = inst.record()
     pristine = {p: (inst.site / p).read_bytes() if (inst.site / p).exists() else None for p in patched}
     state_files = overlay_state(series, patched, pristine, record, forced)
-    txn = Transaction(inst.site, inst.dist_info)
     dist = inst.relpath(inst.dist_info)
+    txn = _transaction(inst)
     for path, data in patched.items():
-        txn.write(path, data)
-        record.replace(path, record_line(path, data))
+        _write_module(txn, inst, path, data)
+        record.put(path, data)
+    txn.write_tree(f"{dist}/{STATE_DIR}", {name[len(STATE_DIR) + 1:]: data for name, data in state_files.items()})
     for name, data in state_files.items():
-        txn.write(f"{dist}/{name}", data)
-        record.replace(f"{dist}/{name}", record_line(f"{dist}/{name}", data))
-    txn.write(f"{dist}/RECORD", record.render().encode())
-    txn.commit()
+        record.put(f"{dist}/{name}", data)
+    txn.write(f"{dist}/RECORD", record.render().encode("utf-8"))
+    _commit(txn)
 
 
 def revert() -> str:
     inst = TorchInstallation.of_running_interpreter()
     with exclusive_lock(inst.dist_info):
-        messages = [m for m in [recover(inst.dist_info)] if m]
-        if not inst.applied_state():
+        messages = [m for m in [_recover(inst)] if m]
+        state = inst.applied_state()
+        if not state:
             return "\n".join(messages + ["nothing to revert: no overlay is applied to this torch"])
-        _check_writable(inst)
-        messages.append(_revert_locked(inst))
+        messages.append(_revert_locked(inst, state))
         return "\n".join(messages)
 
 
-def _revert_locked(inst: TorchInstallation) -> str:
-    state = inst.applied_state()
+def _saved_original(inst: TorchInstallation, path: str, expected: str) -> bytes:
+    todo = f"reinstall torch: pip install --force-reinstall --no-deps torch=={inst.release}"
+    try:
+        data = inst.pristine_copy(path).read_bytes()
+    except OSError as e:
+        raise OverlayError(f"the saved original of {path}, {inst.pristine_copy(path)}, cannot be read: "
+                           f"{e.strerror or e}", unchanged="nothing was changed", todo=todo) from None
+    if record_hash(data) != expected:
+        raise OverlayError(f"the saved original of {path} is damaged (hash mismatch)",
+                           unchanged="nothing was changed", todo=todo)
+    return data
+
+
+def _revert_locked(inst: TorchInstallation, state: dict) -> str:
+    originals = {path: None if info["pristine"] is None else _saved_original(inst, path, info["pristine"])
+                 for path, info in state["files"].items()}
     record = inst.record()
     dist = inst.relpath(inst.dist_info)
-    txn = Transaction(inst.site, inst.dist_info)
-    for path, info in state["files"].items():
-        if info["pristine"] is None:
+    txn = _transaction(inst)
+    for path, data in originals.items():
+        if data is None:  # a file the series created
             txn.delete(path)
+            if path.endswith(".py"):
+                txn.delete(inst.relpath(Path(importlib.util.cache_from_source(str(inst.site / path)))))
         else:
-            data = inst.pristine_copy(path).read_bytes()
-            if record_hash(data) != info["pristine"]:
-                raise OverlayError(f"the saved original of {path} is damaged (hash mismatch)",
-                                   unchanged="nothing was changed",
-                                   todo="reinstall torch: pip install --force-reinstall --no-deps torch")
-            txn.write(path, data)
-        record.replace(path, info["record_line"])
+            _write_module(txn, inst, path, data)
+        record.replace(path, state["files"][path]["record_line"])
     for f in sorted(inst.state_dir.rglob("*")):
         if f.is_file():
             record.replace(inst.relpath(f), None)
-    txn.write(f"{dist}/RECORD", record.render().encode())
+    txn.write(f"{dist}/RECORD", record.render().encode("utf-8"))
     txn.delete(f"{dist}/{STATE_DIR}")
     failpoint("revert-staged")
-    txn.commit()
-    _recompile(inst, state["files"])
-    return f"reverted {len(state['files'])} files to the torch {state['torch_version']} release: " + ", ".join(state["files"])
+    _commit(txn)
+    return (f"reverted {len(state['files'])} files to the torch {state['torch_version']} release: "
+            + ", ".join(state["files"]))

@@ -14,6 +14,10 @@ STATE_DIR = "overlay"            # inside the dist-info folder
 STATE_FILE = "applied.json"
 PRISTINE_DIR = "pristine"         # byte-exact copies of the files the overlay replaced
 PRISTINE_SUFFIX = ".orig"         # not ".py", so nothing byte-compiles the copies
+# What file_problems() finds wrong with a file.
+NOT_IN_RELEASE = "not in RECORD"
+MISSING = "missing"
+DIFFERS = "differs from RECORD"
 
 
 def base_version(version: str) -> str:
@@ -57,7 +61,14 @@ class TorchInstallation:
         return self.dist_info / "RECORD"
 
     def record(self) -> Record:
-        return Record.parse(self.record_path.read_text())
+        """RECORD as stored: decoded, never newline-translated, so it can be written back byte for byte."""
+        try:
+            return Record.parse(self.record_path.read_bytes().decode("utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise OverlayError(
+                f"cannot read torch's installation record {self.record_path}: {getattr(e, 'strerror', None) or e}",
+                unchanged="nothing was changed",
+                todo=f"reinstall torch: pip install --force-reinstall --no-deps torch=={self.release}") from None
 
     def relpath(self, path: Path) -> str:
         return path.relative_to(self.site).as_posix()
@@ -67,21 +78,49 @@ class TorchInstallation:
         return self.dist_info / STATE_DIR
 
     def applied_state(self) -> dict | None:
+        """The overlay's ``applied.json``, checked for the fields the commands use; None when absent."""
         p = self.state_dir / STATE_FILE
-        return json.loads(p.read_text()) if p.exists() else None
+        if not p.exists() and not self.state_dir.exists():
+            return None
+        try:
+            state = json.loads(p.read_bytes())
+            files = state["files"]
+            ok = (all(isinstance(state[k], str) for k in ("torch_version", "series_digest", "label"))
+                  and isinstance(state["patches"], list) and isinstance(files, dict)
+                  and all(isinstance(f, dict) and {"pristine", "patched", "record_line"} <= f.keys()
+                          for f in files.values()))
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            ok, why = False, getattr(e, "strerror", None) or f"{type(e).__name__}: {e}"
+        else:
+            why = "a field is missing or of the wrong type"
+        if not ok:
+            raise OverlayError(
+                f"the overlay state {p} is unreadable ({why})",
+                unchanged="nothing was changed",
+                todo=f"reinstall torch, which also removes the overlay state: "
+                     f"pip install --force-reinstall --no-deps torch=={self.release}")
+        return state
 
     def pristine_copy(self, path: str) -> Path:
         return self.state_dir / PRISTINE_DIR / (path + PRISTINE_SUFFIX)
 
-    def modified_files(self, paths: list[str]) -> list[str]:
-        """Those of ``paths`` whose bytes differ from RECORD (missing counts)."""
+    def file_problems(self, paths: list[str]) -> dict[str, str]:
+        """{path: what is wrong} for those of ``paths`` that are not as RECORD lists them."""
         entries = self.record().entries()
-        out = []
+        out = {}
         for p in paths:
             f = self.site / p
-            if p not in entries or not f.is_file() or record_hash(f.read_bytes()) != entries[p]:
-                out.append(p)
+            if p not in entries:
+                out[p] = NOT_IN_RELEASE
+            elif not f.is_file():
+                out[p] = MISSING
+            elif record_hash(f.read_bytes()) != entries[p]:
+                out[p] = DIFFERS
         return out
+
+    def modified_files(self, paths: list[str]) -> list[str]:
+        """Those of ``paths`` that are not as RECORD lists them (missing counts)."""
+        return list(self.file_problems(paths))
 
 
 def _metadata_name(dist_info: Path) -> str | None:

@@ -8,6 +8,7 @@ overlay is applied).
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Callable
 
@@ -38,6 +39,9 @@ def from_wheel(wheel: Path) -> PristineReader:
             data = zf.read(path)
         except KeyError:
             raise MissingReleaseFile(f"{wheel.name} has no {path}") from None
+        except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+            raise OverlayError(f"{path} in {wheel.name} cannot be read ({e}); the wheel is damaged",
+                               unchanged="nothing was written", todo="download it again") from None
         if record.get(path) != record_hash(data):
             raise OverlayError(f"{path} in {wheel.name} does not match the wheel's RECORD; the wheel is damaged",
                                todo="download it again")
@@ -50,6 +54,8 @@ def from_installation(inst: TorchInstallation, release: str) -> PristineReader:
     if inst.release != release:
         raise OverlayError(f"the installed torch is {inst.version}, not {release}",
                            todo=f"pass --wheel with a torch {release} wheel ('pip download torch=={release} --no-deps')")
+    from .inplace import finish_interrupted
+    finish_interrupted()  # an interrupted apply or revert is finished first, as every command does
     state = inst.applied_state() or {"files": {}}
     entries = inst.record().entries()
 

@@ -15,7 +15,11 @@ from dataclasses import dataclass
 
 def record_hash(data: bytes) -> str:
     """The ``sha256=<urlsafe-b64, no padding>`` form RECORD uses."""
-    digest = hashlib.sha256(data).digest()
+    return sha256_field(hashlib.sha256(data).digest())
+
+
+def sha256_field(digest: bytes) -> str:
+    """A sha256 digest in RECORD's form."""
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
@@ -25,29 +29,48 @@ def record_line(path: str, data: bytes) -> str:
 
 @dataclass
 class Record:
-    """RECORD as an ordered list of raw lines plus an index by path."""
+    """RECORD as an ordered list of raw lines plus an index by path.
+
+    Lines are split on LF only, so a CRLF file keeps its CR in each line and
+    renders back byte for byte (installers differ: pip 23.2.1 writes CRLF).
+    ``final_newline`` remembers whether the last line was terminated."""
 
     lines: list[str]
-    newline: str = "\n"
+    final_newline: bool = True
 
     @classmethod
     def parse(cls, text: str) -> "Record":
-        newline = "\r\n" if "\r\n" in text else "\n"
-        body = text[: -len(newline)] if text.endswith(newline) else text
-        return cls(body.split(newline) if body else [], newline)
+        """``text`` as stored (decode the bytes; never read it in universal-newline mode)."""
+        if not text:
+            return cls([], True)
+        final = text.endswith("\n")
+        return cls((text[:-1] if final else text).split("\n"), final)
+
+    @property
+    def _eol(self) -> str:
+        """What a new line needs before its LF to look like the rest ("\\r" in a CRLF file)."""
+        return "\r" if self.lines and self.lines[0].endswith("\r") else ""
 
     def render(self) -> str:
-        return "".join(line + self.newline for line in self.lines)
+        return "\n".join(self.lines) + ("\n" if self.final_newline and self.lines else "")
 
     @staticmethod
     def _path_of(line: str) -> str:
-        return next(csv.reader(io.StringIO(line)))[0] if line else ""
+        if not line.startswith('"'):  # the common, unquoted case without the csv module: RECORD has 10k+ lines
+            return line.split(",", 1)[0]
+        return next(csv.reader(io.StringIO(line)))[0]
+
+    def _index(self, path: str) -> int | None:
+        prefix = path + ","
+        for i, line in enumerate(self.lines):  # startswith first: this runs over 10k+ lines per call
+            if line.startswith(prefix) or (line.startswith('"') and self._path_of(line) == path):
+                return i
+        return None
 
     def find(self, path: str) -> str | None:
-        for line in self.lines:
-            if self._path_of(line) == path:
-                return line
-        return None
+        """The line for ``path`` as stored (with its CR in a CRLF file), or None."""
+        i = self._index(path)
+        return None if i is None else self.lines[i]
 
     def entries(self) -> dict[str, str]:
         """path -> hash field ('' when RECORD lists the file without a hash)."""
@@ -57,16 +80,20 @@ class Record:
                 out[row[0]] = row[1] if len(row) > 1 else ""
         return out
 
-    def replace(self, path: str, new_line: str | None) -> None:
-        """Replace the line for ``path`` (append when absent, drop when None)."""
-        for i, line in enumerate(self.lines):
-            if self._path_of(line) == path:
-                if new_line is None:
-                    del self.lines[i]
-                else:
-                    self.lines[i] = new_line
-                return
-        if new_line is not None:
+    def put(self, path: str, data: bytes) -> None:
+        """Record ``data`` as the file at ``path``, in a line ending like the file's others."""
+        self.replace(path, record_line(path, data) + self._eol)
+
+    def replace(self, path: str, line: str | None) -> None:
+        """Replace the line for ``path`` with ``line`` verbatim (append when absent, drop when None)."""
+        i = self._index(path)
+        if i is not None:
+            if line is None:
+                del self.lines[i]
+            else:
+                self.lines[i] = line
+        elif line is not None:
             # Keep RECORD's own self-entry ("RECORD,,") last, as installers write it.
-            at = next((i for i, l in enumerate(self.lines) if self._path_of(l).endswith("/RECORD")), len(self.lines))
-            self.lines.insert(at, new_line)
+            at = next((i for i, l in enumerate(self.lines)
+                       if "RECORD," in l and self._path_of(l).endswith("/RECORD")), len(self.lines))
+            self.lines.insert(at, line)

@@ -113,6 +113,9 @@ def release_of_version_txt(text: str, path: Path) -> str:
 def inspect_checkout(checkout: Path) -> Checkout:
     """Everything apply-source refuses on, checked before anything is changed."""
     unchanged = "nothing was changed"
+    if checkout.exists() and not checkout.is_dir():
+        raise OverlayError(f"{checkout} is a file, not the folder of a PyTorch checkout", unchanged=unchanged,
+                           todo="pass the top folder of a clone of https://github.com/pytorch/pytorch")
     if not checkout.is_dir():
         raise OverlayError(f"{checkout} is not a PyTorch checkout: no such folder", unchanged=unchanged)
     proc = git(checkout, "rev-parse", "--show-toplevel", check=False)
@@ -159,6 +162,13 @@ def inspect_checkout(checkout: Path) -> Checkout:
     return Checkout(top, version, series, head, branch)
 
 
+def without_git_am_advice(output: str) -> str:
+    """git am's output minus its advice on resolving (--continue, --skip, --abort), for when the am
+    has already been aborted and that advice would mislead."""
+    return "\n".join(line for line in output.splitlines()
+                     if not line.startswith("hint:") and "git am --" not in line).strip()
+
+
 def _restore(co: Checkout, new_branch: str) -> list[str]:
     """Back to the original HEAD and branch; returns what could not be restored."""
     problems = []
@@ -193,7 +203,8 @@ def apply_source(checkout: Path, branch: str | None = None, build: bool = False)
                      if not problems else "")
         raise OverlayError(
             f"patch {failure.patch.name} of the torch {co.version} series does not apply to {co.top}:\n"
-            f"{failure.output}" + ("\nrestoring the checkout failed too:\n" + "\n".join(problems) if problems else ""),
+            + without_git_am_advice(failure.output)
+            + ("\nrestoring the checkout failed too:\n" + "\n".join(problems) if problems else ""),
             unchanged=unchanged,
             todo="check that the checkout is the unmodified release tag; to port the patch, see "
                  "CONTRIBUTING.md, 'Porting the series to another release'")

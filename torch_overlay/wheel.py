@@ -8,12 +8,22 @@ and ``revert`` takes back to the release.
 
 A torch wheel is about 900 MB, nearly all of it members we do not change, so
 those are copied as their compressed bytes, never inflated and deflated again.
-The wheel is written to a hidden file in the output folder and renamed into
-place at the end, so a failure leaves no partial wheel behind.
+Every copied member is still inflated once on the way and checked against its
+CRC and the wheel's RECORD, so a damaged release wheel is refused here rather
+than by pip on a cluster node.
+
+The wheel is written to a hidden, locked ``.part`` file in the output folder
+and renamed into place at the end, so a failure leaves no partial wheel
+behind; one that a kill -9 leaves is unlocked, and the next run removes it.
 """
 from __future__ import annotations
 
 import copy
+import csv
+import errno
+import io
+import fcntl
+import hashlib
 import os
 import re
 import struct
@@ -21,6 +31,7 @@ import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
@@ -29,8 +40,8 @@ from .build import build_patched
 from .errors import OverlayError
 from .inplace import overlay_state
 from .pristine import from_wheel, wheel_dist_info
-from .record import Record, record_line
-from .series import Series, load_series
+from .record import Record, sha256_field
+from .series import Series, default_patches_root, load_series, supported_versions
 from .transaction import failpoint
 
 # {distribution}-{version}(-{build tag})?-{python tag}-{abi tag}-{platform tag}.whl
@@ -135,13 +146,13 @@ def _edits(release: ReleaseWheel, series: Series, new_version: str) -> Edits:
     record.lines = [new + line[len(old):] if line.startswith(old + "/") else line for line in record.lines]
     for path, data in patched.items():
         (edits.replaced if path in members else edits.added)[path] = data
-        record.replace(path, record_line(path, data))
+        record.put(path, data)
     for name, data in state_files.items():
         edits.added[f"{new}/{name}"] = data
-        record.replace(f"{new}/{name}", record_line(f"{new}/{name}", data))
+        record.put(f"{new}/{name}", data)
     metadata = _with_version(release.read_text("METADATA"), release.version, new_version).encode("utf-8")
     edits.replaced[f"{old}/METADATA"] = metadata
-    record.replace(f"{new}/METADATA", record_line(f"{new}/METADATA", metadata))
+    record.put(f"{new}/METADATA", metadata)
     edits.replaced[f"{old}/RECORD"] = record.render().encode("utf-8")
     return edits
 
@@ -184,7 +195,53 @@ def _without_zip64(extra: bytes) -> bytes:
     return b"".join(kept)
 
 
-def _copy_compressed(src, info: zipfile.ZipInfo, name: str, out: zipfile.ZipFile, progress: _Progress) -> None:
+class _MemberCheck:
+    """Inflates a member's compressed bytes as they are copied and checks the result against the
+    zip entry's CRC-32 and size and the sha256 and size the wheel's RECORD lists for it."""
+
+    def __init__(self, wheel: Path, info: zipfile.ZipInfo, recorded: list[str] | None):
+        self.wheel, self.info, self.recorded = wheel, info, recorded
+        if info.compress_type == zipfile.ZIP_DEFLATED:
+            self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+        elif info.compress_type == zipfile.ZIP_STORED:
+            self._inflate = None
+        else:
+            raise self._damaged(f"compression method {info.compress_type}, which wheels do not use")
+        self._crc, self._size, self._sha = 0, 0, hashlib.sha256()
+
+    def _damaged(self, why: str) -> OverlayError:
+        return OverlayError(f"{self.info.filename} in {self.wheel.name} is damaged: {why}",
+                            unchanged="no wheel was written", todo="download the release wheel again")
+
+    def _take(self, data: bytes) -> None:
+        self._crc = zlib.crc32(data, self._crc)
+        self._size += len(data)
+        self._sha.update(data)
+
+    def update(self, chunk: bytes) -> None:
+        try:
+            self._take(self._inflate.decompress(chunk) if self._inflate else chunk)
+        except zlib.error as e:
+            raise self._damaged(f"its compressed data is corrupt ({e})") from None
+
+    def verify(self) -> None:
+        if self._inflate:
+            self.update(b"")
+            self._take(self._inflate.flush())
+            if not self._inflate.eof:
+                raise self._damaged("its compressed data is cut short")
+        if (self._crc, self._size) != (self.info.CRC, self.info.file_size):
+            raise self._damaged("its CRC-32 or size does not match the zip directory")
+        if self.info.is_dir():  # a folder entry: nothing to hash, RECORD lists files only
+            return
+        if self.recorded is None or len(self.recorded) < 2:
+            raise self._damaged("the wheel's RECORD does not list it")
+        if (self.recorded[0], self.recorded[1]) != (sha256_field(self._sha.digest()), str(self._size)):
+            raise self._damaged("its sha256 or size differs from the wheel's RECORD")
+
+
+def _copy_compressed(src, info: zipfile.ZipInfo, name: str, out: zipfile.ZipFile, progress: _Progress,
+                     check: _MemberCheck) -> None:
     """Append ``info``'s member of ``src`` to ``out`` as ``name``, compressed bytes as they are.
 
     ZipFile has no public way to add already-compressed data, so this writes the
@@ -210,9 +267,11 @@ def _copy_compressed(src, info: zipfile.ZipInfo, name: str, out: zipfile.ZipFile
         if not chunk:
             raise OverlayError(f"{info.filename} is cut short in the wheel; the wheel is damaged",
                                unchanged="no wheel was written", todo="download it again")
+        check.update(chunk)
         out.fp.write(chunk)
         remaining -= len(chunk)
         progress.advance(len(chunk))
+    check.verify()
     out.filelist.append(entry)
     out.NameToInfo[name] = entry
     out.start_dir = out.fp.tell()
@@ -230,6 +289,7 @@ def _write(release: ReleaseWheel, edits: Edits, out_file) -> None:
     members = release.zip.infolist()
     progress = _Progress(sum(m.compress_size for m in members))
     record_info = release.zip.getinfo(f"{edits.old_dist_info}/RECORD")
+    recorded = {row[0]: row[1:] for row in csv.reader(io.StringIO(release.read_text("RECORD"))) if row}
     with open(release.path, "rb") as src, zipfile.ZipFile(out_file, "w") as out:
         for info in members:
             name = edits.new_name(info.filename)
@@ -237,10 +297,42 @@ def _write(release: ReleaseWheel, edits: Edits, out_file) -> None:
                 out.writestr(_new_member(name, info), edits.replaced[info.filename])
                 progress.advance(info.compress_size)
             else:
-                _copy_compressed(src, info, name, out, progress)
+                check = _MemberCheck(release.path, info, recorded.get(info.filename))
+                _copy_compressed(src, info, name, out, progress, check)
         failpoint("rebuild-wheel-copied")
         for name, data in edits.added.items():
             out.writestr(_new_member(name, record_info), data)
+
+
+def _series_for(release: ReleaseWheel) -> Series:
+    if release.version not in supported_versions(default_patches_root()):
+        try:
+            load_series(release.version)  # its message names the supported releases
+        except OverlayError as e:
+            raise OverlayError(e.what, unchanged="no wheel was written",
+                               todo="pass the wheel of a release that has a series "
+                                    "('pip download torch==VERSION --no-deps -d DIR')") from None
+    return load_series(release.version)
+
+
+def _remove_stale_parts(outdir: Path) -> None:
+    """Remove the partial wheels of runs that were killed: a running one holds a lock on its file."""
+    for part in outdir.glob(".torch-*.whl.*.part"):
+        try:
+            fd = os.open(part, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            size = os.fstat(fd).st_size
+            part.unlink()
+            print(f"rebuild-wheel: removed {part.name} ({size >> 20} MiB), left by an interrupted run",
+                  file=sys.stderr, flush=True)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+        finally:
+            os.close(fd)
 
 
 def rebuild_wheel(wheel: Path, outdir: Path, local_label: str | None) -> Path:
@@ -248,23 +340,26 @@ def rebuild_wheel(wheel: Path, outdir: Path, local_label: str | None) -> Path:
     started = time.monotonic()
     label = normalized_local_label(local_label) if local_label is not None else None
     release = ReleaseWheel.open(wheel)
-    series = load_series(release.version)
+    series = _series_for(release)
     new_version = f"{release.version}+{label or series.label}"
     edits = _edits(release, series, new_version)
     target = outdir / release.renamed_file(new_version)
     try:
         outdir.mkdir(parents=True, exist_ok=True)
+        _remove_stale_parts(outdir)
         fd, partial = tempfile.mkstemp(dir=outdir, prefix=f".{target.name}.", suffix=".part")
     except OSError as e:
         raise OverlayError(f"cannot write to {outdir}: {e.strerror or e}", unchanged="no wheel was written",
                            todo="choose an --output folder you can write to") from None
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # ours while we live: a later run leaves it alone
         with os.fdopen(fd, "w+b") as out_file:
             _write(release, edits, out_file)
             out_file.flush()
             os.fsync(out_file.fileno())
-        os.chmod(partial, 0o644)
-        os.replace(partial, target)
+            failpoint("rebuild-wheel-written")
+            os.chmod(partial, 0o644)
+            os.replace(partial, target)
     except BaseException as e:
         Path(partial).unlink(missing_ok=True)
         if isinstance(e, OSError):

@@ -103,6 +103,13 @@ def test_refuses_a_folder_that_is_no_git_work_tree(tmp_path, patches_root):
         apply_source(tmp_path / "missing")
 
 
+def test_refuses_a_file_saying_it_is_a_file(tmp_path, patches_root):
+    path = tmp_path / "pytorch.tar"
+    path.write_text("not a folder\n")
+    with pytest.raises(OverlayError, match=r"pytorch.tar is a file, not the folder of a PyTorch checkout"):
+        apply_source(path)
+
+
 def test_refuses_a_git_repository_that_is_not_pytorch(checkout):
     git(checkout, "rm", "-q", "version.txt", "torch/__init__.py")
     git(checkout, "commit", "-q", "-m", "not torch any more")
@@ -193,6 +200,8 @@ def test_conflicting_patch_leaves_the_checkout_as_found(checkout, patches_root, 
         git(checkout, "switch", "-q", "-c", "release")
     error = refused(checkout, f"patch {first.name} of the torch 2.5.1 series does not apply")
     assert "branch overlay/2.5.1 was deleted" in error.unchanged
+    # The am was aborted already: git's advice to --continue / --skip / --abort it would mislead.
+    assert "git am --" not in error.what and "hint:" not in error.what, error.what
 
 
 def test_failing_last_patch_drops_the_commits_already_made(checkout, patches_root):

@@ -4,11 +4,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -98,49 +96,7 @@ def test_revert_restores_every_byte(scratch):
     assert "nothing to revert" in scratch.run("revert", check=True).stdout
 
 
-# A kill -9 at each step: before the journal the next command rolls back, after it the command is finished.
-@pytest.mark.parametrize("point,outcome", [
-    ("staged", "pristine"), ("journal", "patched"), ("move:0", "patched"), ("move:2", "patched"), ("moved", "patched"),
-])
-def test_kill_9_during_apply_then_next_command_recovers(scratch, expected_patched, point, outcome):
-    before = scratch.snapshot()
-    proc = scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": point})
-    assert proc.returncode == -signal.SIGKILL
-    status = scratch.run("status", check=True).stdout
-    assert ("rolled back" if outcome == "pristine" else "finished") in status
-    if outcome == "pristine":
-        assert_pristine(scratch, before)
-    else:
-        assert_fully_patched(scratch, expected_patched)
-        scratch.run("revert", check=True)
-        assert_pristine(scratch, before)
-
-
-@pytest.mark.parametrize("point,outcome", [("staged", "patched"), ("move:1", "pristine")])
-def test_kill_9_during_revert_then_next_command_recovers(scratch, expected_patched, point, outcome):
-    before = scratch.snapshot()
-    scratch.run("apply", check=True)
-    assert scratch.run("revert", env={"TORCH_OVERLAY_FAILPOINT": point}).returncode == -signal.SIGKILL
-    scratch.run("status", check=True)
-    if outcome == "pristine":
-        assert_pristine(scratch, before)
-    else:
-        assert_fully_patched(scratch, expected_patched)
-
-
-def test_kill_9_at_arbitrary_moments_is_all_or_nothing(scratch, expected_patched):
-    before = scratch.snapshot()
-    for delay in (0.05, 0.15, 0.25, 0.35, 0.5):
-        cmd = [str(scratch.python), "-m", "torch_overlay", "apply"]
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-        scratch.run("status", check=True)
-        if (scratch.dist_info / "overlay").exists():
-            assert_fully_patched(scratch, expected_patched)
-            scratch.run("revert", check=True)
-        assert_pristine(scratch, before)
+# kill -9 at every step of apply and revert: test_faults.py.
 
 
 def test_two_commands_at_once_are_refused(scratch):
@@ -208,7 +164,8 @@ def test_unwritable_site_packages_changes_nothing():
             for d in (scratch.dist_info, scratch.site / "torch"):
                 d.chmod(0o755)
         assert proc.returncode == 2, proc.stderr
-        assert "cannot write to" in proc.stderr and "nothing was changed" in proc.stderr
+        assert proc.stderr.startswith("error: ") and "Permission denied" in proc.stderr, proc.stderr
+        assert "nothing was changed" in proc.stderr and "Traceback" not in proc.stderr
         assert_pristine(scratch, before)
     finally:
         shutil.rmtree(root)

@@ -1,0 +1,134 @@
+"""Looking at a scratch torch from outside the tool, for the fault tests and bench/stress_faults.py.
+
+A state is read by hashing every file an overlay command may replace (the
+series' targets, torch/__init__.py, the dist-info folder) and compared with
+the pristine and the patched state captured once; a target's bytecode is not
+hashed (it holds its source's mtime) but checked to be valid for its source.
+``import torch`` is tried in a fresh process: it must be refused while the
+files are mixed and must give the right torch when they are not.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from scratch_torch import ScratchTorch
+
+BARRIER = "torch/__init__.py"
+REFUSAL = "torch cannot be imported now"
+PROBE = "import torch, torch.fx.traceback as t; print('patched' if hasattr(t, 'annotate') else 'pristine')"
+
+
+def bytecode_of(source: Path) -> Path:
+    return Path(importlib.util.cache_from_source(str(source)))
+
+
+def bytecode_is_valid(source: Path) -> bool:
+    """The .pyc Python would use for ``source`` without compiling again (timestamp-based pycs)."""
+    pyc = bytecode_of(source)
+    if not pyc.is_file():
+        return False
+    head = pyc.read_bytes()[:16]
+    if len(head) < 16:
+        return False
+    _, flags, mtime, size = struct.unpack("<4sIII", head)
+    st = source.stat()
+    return flags != 0 or (mtime, size) == (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF)
+
+
+@dataclass
+class Snapshot:
+    hashes: dict[str, str]   # path relative to site -> sha256 of the files a command may replace
+    files: set[str]          # every file in the folders a command writes to (for stray files)
+
+
+def watched_folders(scratch: ScratchTorch) -> list[Path]:
+    folders = {scratch.site / "torch", scratch.dist_info}
+    for path in scratch.targets:
+        folders.add((scratch.site / path).parent)
+    return sorted(folders | {f / "__pycache__" for f in folders})
+
+
+def snapshot(scratch: ScratchTorch) -> Snapshot:
+    hashes = {}
+    for path in [*scratch.targets, BARRIER]:
+        f = scratch.site / path
+        hashes[path] = hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else "absent"
+    for f in scratch.dist_info.rglob("*"):
+        if f.is_file() and "overlay-txn" not in f.relative_to(scratch.dist_info).parts:
+            hashes[f.relative_to(scratch.site).as_posix()] = hashlib.sha256(f.read_bytes()).hexdigest()
+    files = set()
+    for folder in watched_folders(scratch):
+        if folder == scratch.dist_info:
+            files |= {f.relative_to(scratch.site).as_posix() for f in folder.rglob("*")}
+        elif folder.is_dir():
+            files |= {f.relative_to(scratch.site).as_posix() for f in folder.iterdir() if not f.is_dir()}
+    return Snapshot(hashes, files)
+
+
+def classify(now: Snapshot, pristine: Snapshot, patched: Snapshot) -> str:
+    if now.hashes == pristine.hashes:
+        return "pristine"
+    if now.hashes == patched.hashes:
+        return "patched"
+    return "mixed"
+
+
+def stray_files(now: Snapshot, expected: Snapshot) -> list[str]:
+    """Files present now that the state we are in does not have (a staging folder, a .pyc.<id>, ...)."""
+    return sorted(now.files - expected.files)
+
+
+def stale_bytecode(scratch: ScratchTorch) -> list[str]:
+    return [p for p in scratch.targets if not bytecode_is_valid(scratch.site / p)]
+
+
+def import_probe(scratch: ScratchTorch) -> str:
+    """'refused', 'pristine' or 'patched' as a fresh process importing torch sees it (else the error)."""
+    proc = subprocess.run([str(scratch.python), "-c", PROBE], capture_output=True, text=True)
+    if proc.returncode == 0:
+        return proc.stdout.strip()
+    if REFUSAL in proc.stderr:
+        return "refused"
+    return "error: " + proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+
+
+class Saved:
+    """A copy (with mtimes, so bytecode stays valid) of every file in the watched folders, to put a
+    scratch back into a captured state quickly between fault trials."""
+
+    def __init__(self, scratch: ScratchTorch, where: Path):
+        self.scratch, self.where = scratch, where
+        self.files = snapshot(scratch).files
+        for rel in self.files:
+            src = scratch.site / rel
+            if src.is_file():
+                (where / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, where / rel)
+
+    def restore(self) -> None:
+        site = self.scratch.site
+        shutil.rmtree(self.scratch.dist_info / "overlay-txn", ignore_errors=True)
+        for rel in sorted(snapshot(self.scratch).files - self.files):
+            p = site / rel
+            if not os.path.lexists(p):  # inside a folder removed just before
+                continue
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        for rel in self.files:
+            saved, p = self.where / rel, site / rel
+            if not saved.is_file():
+                p.mkdir(parents=True, exist_ok=True)
+                continue
+            # Every write here is a rename, so a file with the saved size and mtime is the saved file.
+            a, b = (os.stat(p) if p.is_file() else None), os.stat(saved)
+            if a is None or (a.st_size, a.st_mtime_ns) != (b.st_size, b.st_mtime_ns):
+                p.parent.mkdir(parents=True, exist_ok=True)
+                tmp = p.with_name(p.name + ".restoring")
+                shutil.copy2(saved, tmp)
+                os.replace(tmp, p)

@@ -1,0 +1,306 @@
+"""apply / revert / status against damaged, unwritable, copied and interrupted installations.
+
+Every refusal is one message with exit status 2 (never a traceback) that leaves the files as
+they were; see test_faults.py for kill -9 at every step.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from fault_checks import Saved, classify, import_probe, snapshot, stale_bytecode, stray_files
+from scratch_torch import REPO, ScratchTorch
+from torch_overlay.record import record_hash
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """One scratch torch for the module, with its pristine and patched states saved."""
+    root = Path(tempfile.mkdtemp(prefix="inplace-faults-"))  # not under pytest's 0700 folder: nobody must reach it
+    root.chmod(0o755)
+    try:
+        scratch = ScratchTorch(root / "scratch")
+        pristine, saved_pristine = snapshot(scratch), Saved(scratch, root / "saved-pristine")
+        scratch.run("apply", check=True)
+        patched, saved_patched = snapshot(scratch), Saved(scratch, root / "saved-patched")
+        saved_pristine.restore()
+        yield scratch, pristine, patched, saved_pristine, saved_patched
+    finally:
+        shutil.rmtree(root)
+
+
+@pytest.fixture
+def scratch(lab):
+    """The module's scratch, pristine at the start of every test."""
+    lab[3].restore()
+    yield lab[0]
+    lab[3].restore()
+
+
+def refused(proc: subprocess.CompletedProcess, *phrases: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
+    for phrase in phrases:
+        assert phrase in proc.stderr, proc.stderr
+    return proc.stderr
+
+
+def state(lab) -> str:
+    scratch, pristine, patched, *_ = lab
+    return classify(snapshot(scratch), pristine, patched)
+
+
+# -- 1. revert is byte-exact for every RECORD --------------------------------------------------------
+
+@pytest.mark.parametrize("form", ["crlf", "no final newline", "crlf, no final newline"])
+def test_revert_gives_back_record_byte_for_byte(scratch, form):
+    record = scratch.dist_info / "RECORD"
+    data = record.read_bytes()
+    if "crlf" in form:
+        data = data.replace(b"\n", b"\r\n")
+    if "no final newline" in form:
+        data = data.rstrip(b"\r\n")
+    record.write_bytes(data)
+    scratch.run("apply", check=True)
+    patched_record = record.read_bytes()
+    assert (b"\r\n" in patched_record) == ("crlf" in form)
+    assert patched_record.count(b"\r\n") in (0, patched_record.count(b"\n"))  # one line ending throughout
+    assert "files differing from RECORD: none" in scratch.run("status", check=True).stdout
+    scratch.run("revert", check=True)
+    assert record.read_bytes() == data
+
+
+# -- 2. a half-committed torch cannot be imported; every command recovers first ---------------------
+
+def test_import_is_refused_until_an_interrupted_apply_is_finished(lab, scratch):
+    init = scratch.site / "torch" / "__init__.py"
+    before = os.stat(init)
+    assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "move:3"}).returncode == -signal.SIGKILL
+    assert state(lab) == "mixed"
+    proc = subprocess.run([str(scratch.python), "-c", "import torch"], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "ImportError: torch cannot be imported now" in proc.stderr
+    assert "python -m torch_overlay status" in proc.stderr
+    # The workspace command finishes it like status does, then takes the saved originals.
+    ws = Path(tempfile.mkdtemp(prefix="ws-")) / "ws"
+    try:
+        proc = scratch.run("workspace", "2.5.1", str(ws))
+        assert proc.returncode == 0, proc.stderr
+        assert state(lab) == "patched"
+    finally:
+        shutil.rmtree(ws.parent)
+    # The barrier costs nothing afterwards: torch/__init__.py is back as the very same file (inode
+    # and mtime), so its bytecode stays valid.
+    after = os.stat(init)
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (before.st_ino, before.st_mtime_ns, before.st_size)
+
+
+def test_demo_finishes_an_interrupted_revert_first(lab, scratch):
+    lab[4].restore()  # patched
+    assert scratch.run("revert", env={"TORCH_OVERLAY_FAILPOINT": "move:3"}).returncode == -signal.SIGKILL
+    assert state(lab) == "mixed"
+    proc = scratch.run("demo")
+    assert proc.returncode == 0, proc.stderr
+    assert "finished a torch-overlay command that was interrupted" in proc.stdout
+    assert "the overlay is not applied" in proc.stdout
+    assert state(lab) == "pristine"
+
+
+# -- 3. an unwritable target is refused before anything changes -------------------------------------
+
+@pytest.mark.parametrize("what", ["torch/_export/serde", "torch/fx/traceback.py"])
+def test_immutable_target_is_refused_before_anything_changes(lab, scratch, what):
+    path = scratch.site / what
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (needs root and a filesystem with the flag)")
+    try:
+        before = snapshot(scratch)
+        err = refused(scratch.run("apply"), "cannot replace", "Operation not permitted", "nothing was changed")
+        assert "lsattr" in err
+        assert snapshot(scratch) == before
+        assert not (scratch.dist_info / "overlay-txn").exists()
+        refused(scratch.run("apply"), "cannot replace")  # refused again, never stuck
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    scratch.run("apply", check=True)
+    assert state(lab) == "patched"
+
+
+# -- 4. damaged state: one message each, exit status 2 ------------------------------------------------
+
+def test_missing_record(scratch):
+    (scratch.dist_info / "RECORD").unlink()
+    refused(scratch.run("apply"), "cannot read torch's installation record", "reinstall torch")
+    assert "problem: cannot read torch's installation record" in scratch.run("status", check=True).stdout
+
+
+def test_apply_force_with_a_deleted_target(lab, scratch):
+    (scratch.site / "torch/fx/proxy.py").unlink()
+    before = snapshot(scratch)
+    for args in (["apply"], ["apply", "--force"]):
+        refused(scratch.run(*args), "these torch files are missing (deleted after installation?): torch/fx/proxy.py",
+                "--force cannot patch a file that is not there")
+    assert snapshot(scratch) == before
+
+
+def test_missing_saved_original(lab, scratch):
+    lab[4].restore()
+    saved = scratch.dist_info / "overlay" / "pristine" / "torch/fx/proxy.py.orig"
+    saved.unlink()
+    refused(scratch.run("revert"), "the saved original of torch/fx/proxy.py", "cannot be read",
+            "pip install --force-reinstall --no-deps torch==2.5.1")
+    assert not (scratch.dist_info / "overlay-txn").exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"{not json", b"[1, 2]", b'{"files": 3}'])
+def test_damaged_applied_json_is_reported_not_fatal(lab, scratch, content):
+    lab[4].restore()
+    (scratch.dist_info / "overlay" / "applied.json").write_bytes(content)
+    before = snapshot(scratch)
+    out = scratch.run("status", check=True).stdout
+    assert "problem: the overlay state" in out and "is unreadable" in out
+    for command in ("apply", "revert"):
+        refused(scratch.run(command), "the overlay state", "is unreadable", "pip install --force-reinstall")
+    assert snapshot(scratch) == before
+
+
+@pytest.mark.parametrize("content", [b"", b"{not json", b'{"format": 1, "root": "/", "moves": []}',
+                                     b'{"format": 1, "root": "../..", "moves": [["../../etc/x", null, true]]}'])
+def test_damaged_journal_is_reported_not_fatal(lab, scratch, content):
+    assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "move:3"}).returncode == -signal.SIGKILL
+    (scratch.dist_info / "overlay-txn" / "journal.json").write_bytes(content)
+    before = snapshot(scratch)
+    out = scratch.run("status", check=True).stdout
+    assert "problem: the journal of an interrupted torch-overlay command" in out
+    for command in ("apply", "revert", "demo"):
+        refused(scratch.run(command), "is unreadable", "pip install --force-reinstall --no-deps torch==2.5.1",
+                "then remove")
+    assert snapshot(scratch) == before
+
+
+def test_staging_folder_name_taken_by_a_file(scratch):
+    (scratch.dist_info / "overlay-txn").write_text("mine\n")
+    before = snapshot(scratch)
+    assert "problem: " in scratch.run("status", check=True).stdout
+    refused(scratch.run("apply"), "overlay-txn is in the way", "rm ")
+    assert snapshot(scratch) == before
+
+
+def _limit_file_size():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))  # RECORD is larger: its staging write fails
+
+
+def test_disk_full_while_staging_leaves_nothing_behind(lab, scratch):
+    before = snapshot(scratch)
+    proc = subprocess.run([str(scratch.python), "-m", "torch_overlay", "apply"], capture_output=True, text=True,
+                          preexec_fn=_limit_file_size)
+    refused(proc, "could not stage the new files", "File too large", "nothing was changed")
+    assert snapshot(scratch) == before
+    assert not (scratch.dist_info / "overlay-txn").exists()
+
+
+# -- 5. an error after the commit point is a success with a warning -----------------------------------
+
+def test_error_after_the_commit_point_is_success_with_a_warning(lab, scratch):
+    proc = scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "moved:enospc"})
+    assert proc.returncode == 0, proc.stderr
+    assert "applied the torch 2.5.1 series" in proc.stdout
+    assert proc.stderr.startswith("warning: the change is complete, but removing") and "Traceback" not in proc.stderr
+    assert state(lab) == "patched"
+    scratch.run("status", check=True)
+    assert not stray_files(snapshot(scratch), lab[2])
+
+
+# -- 6. status without write access --------------------------------------------------------------------
+
+def test_status_without_write_access_reports_the_pending_command(lab, scratch):
+    assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "move:3"}).returncode == -signal.SIGKILL
+    before = snapshot(scratch)
+    proc = scratch.run("status", user=65534)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "problem: a torch-overlay command was interrupted after its commit point" in proc.stdout
+    assert "as the user that owns this environment" in proc.stdout
+    assert snapshot(scratch) == before
+    scratch.run("status", check=True)
+    assert state(lab) == "patched"
+
+
+# -- 7. the journal travels with a copy of the environment ---------------------------------------------
+
+def test_copied_environment_recovers_into_itself(lab, scratch, tmp_path):
+    assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "move:3"}).returncode == -signal.SIGKILL
+    before = snapshot(scratch)
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-al", str(scratch.venv), str(copy)], check=True)  # every write here is a rename
+    python = copy / "bin" / "python"
+    proc = subprocess.run([str(python), "-m", "torch_overlay", "status"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "finished a torch-overlay command" in proc.stdout, proc.stderr
+    assert f"torch 2.5.1 at {copy}" in proc.stdout
+    assert snapshot(scratch) == before  # the original still has its own pending journal
+    assert import_probe(scratch) == "refused"
+    copy_site = next((copy / "lib").glob("python3*/site-packages"))
+    for path in scratch.targets:
+        assert record_hash((copy_site / path).read_bytes()) == \
+            json.loads((copy_site / scratch.dist_info.name / "overlay/applied.json").read_text())["files"][path]["patched"]
+    scratch.run("status", check=True)
+    assert state(lab) == "patched"
+
+
+# -- 9. nothing is written into torch's folders before the commit point ----------------------------
+
+def test_bytecode_is_staged_with_the_sources(lab, scratch):
+    """Bytecode is compiled in the staging folder and moved into place with its source: before the
+    commit point nothing in torch's folders has changed, and a kill after the last move leaves
+    valid bytecode for every target (no recompile is left to do, no .pyc.<id> file can be left)."""
+    before = snapshot(scratch)
+    proc = subprocess.Popen([str(scratch.python), "-m", "torch_overlay", "apply"], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TORCH_OVERLAY_FAILPOINT": "staged:sleep"})
+    try:
+        assert "failpoint staged reached" in proc.stderr.readline()
+        now = snapshot(scratch)
+        assert now.hashes == before.hashes
+        staging = f"{scratch.dist_info.relative_to(scratch.site)}/overlay-txn"
+        assert [p for p in stray_files(now, before) if not p.startswith(staging)] == []
+    finally:
+        proc.kill()
+        proc.wait()
+    scratch.run("status", check=True)
+    assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "moved"}).returncode == -signal.SIGKILL
+    assert stale_bytecode(scratch) == []
+    scratch.run("status", check=True)
+    assert state(lab) == "patched" and not stray_files(snapshot(scratch), lab[2])
+
+
+# -- 10. messages that say what is wrong ---------------------------------------------------------------
+
+def test_deleted_and_modified_files_are_told_apart(scratch):
+    (scratch.site / "torch/fx/proxy.py").unlink()
+    traceback_py = scratch.site / "torch/fx/traceback.py"
+    traceback_py.write_bytes(traceback_py.read_bytes() + b"# local edit\n")
+    out = scratch.run("status", check=True).stdout
+    assert "files differing from RECORD: torch/fx/traceback.py, torch/fx/proxy.py (missing)\n" in out + "\n"
+    err = refused(scratch.run("apply"), "missing (deleted after installation?): torch/fx/proxy.py")
+    assert "modified locally" not in err
+
+
+def test_series_that_does_not_fit_the_release_names_the_patch(scratch, tmp_path):
+    """A series made for a release where a target file has moved (as in 2.9.1)."""
+    patches = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", patches)
+    moved = "torch/_functorch/_aot_autograd/dispatch_and_compile_graph.py"
+    owner = next(p for p in (patches / "2.5.1").glob("*.patch") if moved in p.read_text())
+    owner.write_text(owner.read_text().replace(moved, "torch/_functorch/_aot_autograd/graph_capture.py"))
+    before = snapshot(scratch)
+    err = refused(scratch.run("apply", env={"TORCH_OVERLAY_PATCHES": str(patches)}),
+                  f"patch {owner.name} does not apply to torch 2.5.1: it changes "
+                  "torch/_functorch/_aot_autograd/graph_capture.py, which this torch does not have")
+    assert "modified locally" not in err
+    assert snapshot(scratch) == before
