@@ -133,14 +133,14 @@ class TestCopySemantics(TestCase):
         x = torch.randn(3, requires_grad=True)
 
         def g(x):
-            with fx_traceback.annotate({"lock": lock}):
+            with fx_traceback.annotate({"lock": lock, "gen": gen, "weight": weight}):
                 return (x.sin() * 2).sum()
 
         from functorch.compile import aot_function
 
         aot_function(g, fw_compiler=recorder.fw_compiler, bw_compiler=recorder.bw_compiler)(x).backward()
         bw_custom = [n.meta.get("custom") for n in recorder.bw_graphs[0].graph.nodes if n.op == "call_function"]
-        self.assertIn({"lock": lock}, bw_custom)
+        self.assertIn({"lock": lock, "gen": gen, "weight": weight}, bw_custom)
 
     def test_iterable_of_pairs_like_dict(self):
         with fx_traceback.annotate([("a", 1), ("b", 2)]):
