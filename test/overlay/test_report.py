@@ -176,13 +176,18 @@ def test_page_links_every_backward_op_to_its_forward_op(dom):
     sub_rows = [tr for tr in backward_rows if "graph." in tr.attrs["id"]]
     assert {tr.attrs["id"].split("-")[2].split(".")[0] for tr in sub_rows} >= {"fw_graph", "joint_graph", "mask_graph"}
     # Not linked: the backward mask_graph, which evaluates the forward mask_mod again (no
-    # autograd_backward, and a fresh seq_nr that equals the unrelated forward "* 0.5" op's);
-    # autograd's gradient accumulation; 2.5.1's detach of a saved activation, which has no
-    # twin in the forward graph. Forward ops the partitioner recomputes in the backward
-    # (view_4) are linked to themselves.
+    # autograd_backward, and a fresh seq_nr that equals the unrelated forward "* 0.5" op's), and
+    # autograd's gradient accumulation. Forward ops the partitioner recomputes or moves into the
+    # backward graph (view_4, 2.5.1's detaches of saved activations) are autograd_backward there,
+    # as in upstream 2.13, and are linked to a forward op: view_4 to the node it was copied from,
+    # a detach to the op whose saved output it detaches (the forward op of its seq_nr).
     unlinked = [tr for tr in backward_rows if not any("forward-link" in a.classes for a in tr.iter())]
     assert sorted(tr.attrs["id"] for tr in unlinked if "gradient-accumulation" not in tr.classes) == [
-        "op-3-detach_2", "op-3-detach_3", "op-3-mask_graph.ge"]
+        "op-3-mask_graph.ge"]
+    for name in ("detach_2", "detach_3"):
+        (row,) = [tr for tr in backward_rows if tr.attrs["id"] == f"op-3-{name}"]
+        (link,) = [a.attrs["href"] for a in row.iter() if a.tag == "a"]
+        assert link.startswith("#op-2-") and link[1:] in ids
     (view_4,) = [tr for tr in backward_rows if tr.attrs["id"] == "op-3-view_4"]
     assert [a.attrs["href"] for a in view_4.iter() if a.tag == "a"] == ["#op-2-view_4"]
 
