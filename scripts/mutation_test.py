@@ -109,11 +109,20 @@ MUTATIONS = [
 ]
 
 
+def write_source(path, text):
+    """Write a module's source and drop its bytecode: a same-size edit made within the
+    second the bytecode was compiled would otherwise pass the pyc's mtime+size check
+    and the old code would run."""
+    path.write_text(text)
+    for pyc in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
+        pyc.unlink()
+
+
 def run_tests(scratch, tests):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_OVERLAY_")}
     proc = subprocess.run([str(scratch.python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
                           cwd=REPO, env=env, capture_output=True, text=True)
-    return proc.returncode
+    return proc.returncode, proc.stdout.strip().splitlines()[-1:] if proc.stdout.strip() else []
 
 
 def main():
@@ -132,16 +141,16 @@ def main():
                 stale.append(m.name)
                 print(f"STALE     {m.name}: the text to mutate is not in {m.path} exactly once", flush=True)
                 continue
-            target.write_text(original.replace(m.old, m.new))
+            write_source(target, original.replace(m.old, m.new))
             start = time.monotonic()
             try:
-                rc = run_tests(scratch, m.tests)
+                rc, last_line = run_tests(scratch, m.tests)
             finally:
-                target.write_text(original)
+                write_source(target, original)
             verdict = "killed" if rc != 0 else "SURVIVED"
             if rc == 0:
                 survivors.append(m.name)
-            print(f"{verdict:9} {m.name} ({time.monotonic() - start:.0f} s)", flush=True)
+            print(f"{verdict:9} {m.name} ({time.monotonic() - start:.0f} s; pytest: {' '.join(last_line)})", flush=True)
     print(f"{len(mutations)} mutations, {len(mutations) - len(survivors) - len(stale)} killed, "
           f"{len(survivors)} survived, {len(stale)} stale")
     return 1 if survivors or stale else 0
