@@ -3,6 +3,7 @@ scripts/test.sh, or TORCH_OVERLAY_ORACLE_PYTHON), running the same programs as o
 import json
 import os
 import subprocess
+import sys
 import unittest
 from pathlib import Path
 
@@ -22,3 +23,23 @@ def run_json(python, *args):
     if out.returncode != 0:
         raise AssertionError(f"{python} {args[0]} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _test_case():
+    from torch.testing._internal.common_utils import TestCase
+
+    return TestCase
+
+
+class OracleProgramCase(_test_case()):
+    """A test class comparing one program's output here and under upstream: ``PROGRAM``
+    runs once per class under this torch (``cls.ours``) and under the oracle
+    (``cls.upstream``). Decorate subclasses with ``requires_oracle``."""
+
+    PROGRAM: Path
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.ours = run_json(sys.executable, cls.PROGRAM)
+        cls.upstream = run_json(ORACLE_PYTHON, cls.PROGRAM)

@@ -16,7 +16,7 @@ import torch.fx.traceback as fx_traceback
 from torch.testing._internal.common_utils import run_tests, TestCase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+from oracle_interpreter import OracleProgramCase, requires_oracle  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "custom_meta_passes_program.py"
 
@@ -108,14 +108,10 @@ class ReExportTests(TestCase):
 
 
 @requires_oracle
-class CustomMetaPassesOracleTests(TestCase):
+class CustomMetaPassesOracleTests(OracleProgramCase):
     """The same program under upstream torch: the behaviours above are upstream's."""
 
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.ours = run_json(sys.executable, PROGRAM)
-        cls.upstream = run_json(ORACLE_PYTHON, PROGRAM)
+    PROGRAM = PROGRAM
 
     def test_strict_export_inside_preserve_node_meta(self):
         self.assertEqual(self.upstream["preserve_node_meta"], [["aten.add.Tensor", {"pp_stage": 0}],

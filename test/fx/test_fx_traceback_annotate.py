@@ -129,7 +129,6 @@ class TestCopySemantics(TestCase):
         from graph_capture import RecordGraphs
 
         recorder = RecordGraphs()
-        torch._dynamo.reset()
         x = torch.randn(3, requires_grad=True)
 
         def g(x):

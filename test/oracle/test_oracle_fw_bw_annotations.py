@@ -14,10 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.common_utils import run_tests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+from oracle_interpreter import OracleProgramCase, requires_oracle  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "fw_bw_annotation_program.py"
 IGNORED_TARGETS = {"aten.detach.default"}  # count and placement differ between releases
@@ -37,12 +37,8 @@ def custom_by_kind(rows):
 
 
 @requires_oracle
-class TestOracleFwBwAnnotations(TestCase):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.ours = run_json(sys.executable, PROGRAM)
-        cls.upstream = run_json(ORACLE_PYTHON, PROGRAM)
+class TestOracleFwBwAnnotations(OracleProgramCase):
+    PROGRAM = PROGRAM
 
     def test_runs_on_the_intended_torches(self):
         self.assertTrue(self.ours["torch"].startswith("2.5.1"), self.ours["torch"])

@@ -9,21 +9,17 @@ under this torch and under upstream; the lists must be equal node for node.
 import sys
 from pathlib import Path
 
-from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.common_utils import run_tests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+from oracle_interpreter import OracleProgramCase, requires_oracle  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "fw_bw_pairing_program.py"
 
 
 @requires_oracle
-class TestOracleFwBwPairing(TestCase):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.ours = run_json(sys.executable, PROGRAM)
-        cls.upstream = run_json(ORACLE_PYTHON, PROGRAM)
+class TestOracleFwBwPairing(OracleProgramCase):
+    PROGRAM = PROGRAM
 
     def test_copy_runs_before_dead_code_elimination(self):
         # the backward pairs with the first forward node of its seq_nr as traced

@@ -9,21 +9,17 @@ both must print the same, and what they print is what upstream documents.
 import sys
 from pathlib import Path
 
-from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.common_utils import run_tests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+from oracle_interpreter import OracleProgramCase, requires_oracle  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "private_api_program.py"
 
 
 @requires_oracle
-class TestOraclePrivateApi(TestCase):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.ours = run_json(sys.executable, PROGRAM)
-        cls.upstream = run_json(ORACLE_PYTHON, PROGRAM)
+class TestOraclePrivateApi(OracleProgramCase):
+    PROGRAM = PROGRAM
 
     def same(self, key):
         self.assertEqual(self.ours[key], self.upstream[key], key)

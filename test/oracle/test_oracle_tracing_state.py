@@ -12,10 +12,10 @@ import json
 import sys
 from pathlib import Path
 
-from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.common_utils import run_tests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+from oracle_interpreter import OracleProgramCase, requires_oracle  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "tracing_state_program.py"
 IGNORED_TARGETS = {"aten.detach.default"}  # count and placement differ between releases
@@ -35,12 +35,8 @@ def by_kind(rows, key):
 
 
 @requires_oracle
-class TestOracleTracingState(TestCase):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.ours = run_json(sys.executable, PROGRAM)
-        cls.upstream = run_json(ORACLE_PYTHON, PROGRAM)
+class TestOracleTracingState(OracleProgramCase):
+    PROGRAM = PROGRAM
 
     def captures(self, name):
         return self.ours["captures"][name], self.upstream["captures"][name]
