@@ -2,8 +2,9 @@
 
 ``torchrun --nproc_per_node 2 two_rank_script.py STEPS``: trains a small model under
 torch.compile (CPU, gloo), wrapped in DDP, then in FSDP1; each first with its two regions
-annotated, then from the same initial weights without annotations. Prints one JSON line
-per rank: {"rank", "ddp": {"annotated": [losses], "plain": [losses]}, "fsdp": {...}}.
+annotated, then from the same initial weights without annotations. Each rank writes
+losses.rank<R>.json in the working folder: {"rank", "ddp": {"annotated": [losses], "plain":
+[losses]}, "fsdp": {...}} (a file per rank: two ranks printing to one stdout can interleave).
 """
 import contextlib
 import json
@@ -62,7 +63,8 @@ def main(steps: int) -> None:
         result = {"rank": dist.get_rank()}
         for kind in ("ddp", "fsdp"):
             result[kind] = {"annotated": train(kind, steps, True), "plain": train(kind, steps, False)}
-        print(json.dumps(result), flush=True)
+        with open(f"losses.rank{result['rank']}.json", "w", encoding="utf-8") as f:
+            json.dump(result, f)
     finally:
         dist.destroy_process_group()
 
