@@ -6,13 +6,25 @@ carries on this torch, subgraphs included, so a user sees at a glance what the
 overlay adds. The model has a flex_attention layer: its score_mod and mask_mod
 become subgraphs of the forward ``flex_attention`` op and of the backward
 ``flex_attention_backward`` op (``fw_graph``, ``joint_graph``, ``mask_graph``).
+torch >= 2.11 refuses flex_attention backward on CPU: there the demo runs on a GPU
+if it has one, else leaves the flex_attention layer out and says so in one line.
 """
 from __future__ import annotations
 
 SEQ_LEN, HEADS, HEAD_DIM = 128, 2, 8
 
 
-def build_model():
+def flex_device():
+    """Where flex_attention's backward can run, or None when this machine cannot run it."""
+    import torch
+
+    if torch.__version__ < "2.11":
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else None
+
+
+def build_model(device):
+    """The demo model on ``device``; without the flex_attention layer when ``device`` is None."""
     import torch
     from torch import nn
     from torch.fx.traceback import annotate
@@ -29,17 +41,20 @@ def build_model():
             super().__init__()
             self.qkv = nn.Linear(HEADS * HEAD_DIM, 3 * HEADS * HEAD_DIM)
             self.head = nn.Linear(HEADS * HEAD_DIM, 4)
-            self.block_mask = create_block_mask(causal, 1, 1, SEQ_LEN, SEQ_LEN, device="cpu")
+            self.block_mask = create_block_mask(causal, 1, 1, SEQ_LEN, SEQ_LEN, device=device) if device else None
 
         def forward(self, x):
             b, s, _ = x.shape
             with annotate({"region": "attention"}):
                 q, k, v = self.qkv(x).view(b, s, 3, HEADS, HEAD_DIM).permute(2, 0, 3, 1, 4)
-                out = flex_attention(q, k, v, score_mod=relative_bias, block_mask=self.block_mask)
+                if self.block_mask is not None:
+                    out = flex_attention(q, k, v, score_mod=relative_bias, block_mask=self.block_mask)
+                else:
+                    out = torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
             with annotate({"region": "head"}):
                 return self.head(torch.relu(out.transpose(1, 2).reshape(b, s, -1))).sum()
 
-    return DemoModel()
+    return DemoModel().to(device or "cpu")
 
 
 def capture(model, *inputs):
@@ -74,11 +89,14 @@ def main() -> str:
     if not hasattr(torch.fx.traceback, "annotate"):
         return (f"torch {torch.__version__} has no torch.fx.traceback.annotate: "
                 "the overlay is not applied (run 'torch-overlay apply')")
+    device = flex_device()
     torch.manual_seed(0)
-    fw, bw = capture(build_model(), torch.randn(1, SEQ_LEN, HEADS * HEAD_DIM))
+    fw, bw = capture(build_model(device), torch.randn(1, SEQ_LEN, HEADS * HEAD_DIM, device=device or "cpu"))
     seqs = [r[2] for r in meta_rows(fw) + meta_rows(bw) if r[2] != ""]
     base = min(seqs) if seqs else None
-    return "\n".join([
+    left_out = [] if device else [f"flex_attention left out: torch {torch.__version__} refuses its backward "
+                                  "on CPU (from 2.11 on) and this machine has no GPU; attention is plain matmuls here"]
+    return "\n".join(left_out + [
         f"torch {torch.__version__}, torch.compile(aot_autograd): forward graph "
         "(rows of a subgraph start with its name)",
         meta_table(fw, base, skip_getitem=True),

@@ -26,6 +26,7 @@ from torch.fx.traceback import annotate
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from flex_support import FLEX_DEVICE, skip_if_flex_backward_refused  # noqa: E402
 from graph_capture import RecordGraphs, call_function_nodes  # noqa: E402
 
 from functorch.compile import aot_function, aot_module  # noqa: E402
@@ -253,6 +254,7 @@ class TestModules(AnnotationTestCase):
 
 
 class TestFlexAttention(AnnotationTestCase):
+    @skip_if_flex_backward_refused
     def test_every_backward_subgraph_node_is_annotated(self):
         from torch._higher_order_ops.flex_attention import flex_attention as flex_attention_hop
         from torch.nn.attention.flex_attention import create_block_mask
@@ -264,7 +266,7 @@ class TestFlexAttention(AnnotationTestCase):
             return q_idx >= kv_idx
 
         B, H, S, D = 1, 2, 128, 8
-        block_mask = create_block_mask(causal, B, H, S, S, device="cpu")
+        block_mask = create_block_mask(causal, B, H, S, S, device=FLEX_DEVICE)
         user = {"ac_region_id": 0}
 
         def attention(q, k, v):
@@ -273,7 +275,7 @@ class TestFlexAttention(AnnotationTestCase):
             return out
 
         torch.manual_seed(0)
-        fw, bw = record(attention, *[torch.randn(B, H, S, D, requires_grad=True) for _ in range(3)])
+        fw, bw = record(attention, *[torch.randn(B, H, S, D, device=FLEX_DEVICE, requires_grad=True) for _ in range(3)])
 
         flex = [n for _, n in call_function_nodes(fw) if op(n) == "flex_attention"]
         self.assertEqual(len(flex), 1)

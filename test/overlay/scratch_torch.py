@@ -17,12 +17,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".venv"
-TORCH_RELEASE = "2.5.1"
 
 
 def site_packages(venv: Path) -> Path:
     (site,) = (venv / "lib").glob("python3*/site-packages")
     return site
+
+
+def installed_release(venv: Path = VENV) -> str:
+    """The torch release in ``venv`` (scripts/setup.sh --torch X puts it there), without importing torch."""
+    (dist_info,) = site_packages(venv).glob("torch-*.dist-info")
+    return dist_info.name[len("torch-"):-len(".dist-info")].split("+")[0]
+
+
+# The tool's tests run against whichever release .venv holds, with that release's series.
+TORCH_RELEASE = installed_release()
 
 
 def torch_wheel(version: str = TORCH_RELEASE) -> Path:

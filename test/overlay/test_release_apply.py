@@ -1,0 +1,40 @@
+"""status / apply / revert on a scratch copy of whichever release .venv holds, with that release's series.
+
+test_inplace.py covers the tool in depth on the reference release; this is the part every release of
+the CI matrix runs: its series builds against its own wheel, applies, and reverts byte for byte.
+"""
+from __future__ import annotations
+
+import pytest
+
+from scratch_torch import ScratchTorch, TORCH_RELEASE, torch_wheel
+from torch_overlay.build import build_patched
+from torch_overlay.pristine import from_wheel
+from torch_overlay.series import load_series
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    return ScratchTorch(tmp_path)
+
+
+def test_status_names_the_release_and_its_series(scratch):
+    out = scratch.run("status", check=True).stdout
+    assert f"torch {TORCH_RELEASE} at {scratch.site / 'torch'}" in out
+    assert f"series: patches/{TORCH_RELEASE}" in out
+    assert "applied: none" in out
+
+
+def test_apply_then_revert_gives_back_the_release(scratch):
+    series = load_series(TORCH_RELEASE)
+    before = scratch.snapshot()
+    proc = scratch.run("apply", check=True)
+    if not series.patches:
+        assert "needs nothing" in proc.stdout, proc.stdout
+        assert scratch.snapshot() == before
+        return
+    assert f"applied the torch {TORCH_RELEASE} series" in proc.stdout
+    for path, data in build_patched(series, from_wheel(torch_wheel())).items():
+        assert (scratch.site / path).read_bytes() == data, path
+    scratch.run("revert", check=True)
+    assert scratch.snapshot() == before
