@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from scratch_torch import ScratchTorch, TORCH_RELEASE, torch_wheel
+from torch_overlay.behaviours import behaviours
 from torch_overlay.build import build_patched
 from torch_overlay.pristine import from_wheel
 from torch_overlay.series import load_series
@@ -23,6 +24,11 @@ def test_status_names_the_release_and_its_series(scratch):
     assert f"torch {TORCH_RELEASE} at {scratch.site / 'torch'}" in out
     assert f"series: patches/{TORCH_RELEASE}" in out
     assert "applied: none" in out
+    # Which behaviours are upstream's own on this release and which the series brings.
+    found = behaviours(load_series(TORCH_RELEASE))
+    assert f"native to torch {TORCH_RELEASE}: " + (", ".join(f"{n} (since {s})" for n, s in found.native) or "none") in out
+    assert "added by the series: " + ", ".join(found.added) in out
+    assert "missing" not in out
 
 
 def test_apply_then_revert_gives_back_the_release(scratch):
