@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+import torch
 from torch.testing._internal.common_utils import run_tests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,8 +42,8 @@ class TestOracleFwBwAnnotations(OracleProgramCase):
     PROGRAM = PROGRAM
 
     def test_runs_on_the_intended_torches(self):
-        self.assertTrue(self.ours["torch"].startswith("2.5.1"), self.ours["torch"])
-        self.assertFalse(self.upstream["torch"].startswith("2.5.1"), self.upstream["torch"])
+        self.assertEqual(self.ours["torch"], torch.__version__)  # the release under test, any of them
+        self.assertNotEqual(self.upstream["torch"], self.ours["torch"])
         self.assertEqual(set(self.ours["programs"]), set(self.upstream["programs"]))
 
     def test_backward_custom_per_op_kind_matches_upstream(self):

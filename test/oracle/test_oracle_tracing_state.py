@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+import torch
 from torch.testing._internal.common_utils import run_tests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -42,8 +43,8 @@ class TestOracleTracingState(OracleProgramCase):
         return self.ours["captures"][name], self.upstream["captures"][name]
 
     def test_runs_on_the_intended_torches(self):
-        self.assertTrue(self.ours["torch"].startswith("2.5.1"), self.ours["torch"])
-        self.assertFalse(self.upstream["torch"].startswith("2.5.1"), self.upstream["torch"])
+        self.assertEqual(self.ours["torch"], torch.__version__)  # the release under test, any of them
+        self.assertNotEqual(self.upstream["torch"], self.ours["torch"])
 
     def test_make_fx_custom_matches_upstream(self):
         ours, upstream = self.captures("make_fx")
