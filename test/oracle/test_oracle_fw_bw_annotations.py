@@ -17,7 +17,7 @@ from pathlib import Path
 from torch.testing._internal.common_utils import run_tests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from oracle_interpreter import OracleProgramCase, requires_oracle  # noqa: E402
+from oracle_interpreter import OracleProgramCase, requires_oracle, this_release  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "fw_bw_annotation_program.py"
 IGNORED_TARGETS = {"aten.detach.default"}  # count and placement differ between releases
@@ -41,8 +41,8 @@ class TestOracleFwBwAnnotations(OracleProgramCase):
     PROGRAM = PROGRAM
 
     def test_runs_on_the_intended_torches(self):
-        self.assertTrue(self.ours["torch"].startswith("2.5.1"), self.ours["torch"])
-        self.assertFalse(self.upstream["torch"].startswith("2.5.1"), self.upstream["torch"])
+        self.assertTrue(self.ours["torch"].startswith(this_release()), self.ours["torch"])
+        self.assertFalse(self.upstream["torch"].startswith(this_release()), self.upstream["torch"])
         self.assertEqual(set(self.ours["programs"]), set(self.upstream["programs"]))
 
     def test_backward_custom_per_op_kind_matches_upstream(self):

@@ -15,7 +15,7 @@ from pathlib import Path
 from torch.testing._internal.common_utils import run_tests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from oracle_interpreter import OracleProgramCase, requires_oracle  # noqa: E402
+from oracle_interpreter import OracleProgramCase, requires_oracle, this_release  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "tracing_state_program.py"
 IGNORED_TARGETS = {"aten.detach.default"}  # count and placement differ between releases
@@ -42,8 +42,8 @@ class TestOracleTracingState(OracleProgramCase):
         return self.ours["captures"][name], self.upstream["captures"][name]
 
     def test_runs_on_the_intended_torches(self):
-        self.assertTrue(self.ours["torch"].startswith("2.5.1"), self.ours["torch"])
-        self.assertFalse(self.upstream["torch"].startswith("2.5.1"), self.upstream["torch"])
+        self.assertTrue(self.ours["torch"].startswith(this_release()), self.ours["torch"])
+        self.assertFalse(self.upstream["torch"].startswith(this_release()), self.upstream["torch"])
 
     def test_make_fx_custom_matches_upstream(self):
         ours, upstream = self.captures("make_fx")
