@@ -20,9 +20,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import graph_code_program  # noqa: E402
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json, this_release  # noqa: E402
 
 PROGRAM = HERE / "graph_code_program.py"
+# 2.10 saves a detach of relu for the backward (2.5.1 detaches twice more in the
+# backward), writes no space before a summary's "#" and no blank line at the end.
+NEWER_GRAPHS = tuple(int(p) for p in this_release().split(".")[:2]) >= (2, 10)
 
 
 def without_locations(code: str) -> str:
@@ -53,6 +56,24 @@ class TestGraphCodeAnnotation(TestCase):
         cls.code = graph_code_program.graph_code()
 
     def test_forward_graph_code(self):
+        if NEWER_GRAPHS:
+            self.assertExpectedInline(without_locations(self.code["forward"]), """\
+class GraphModule(torch.nn.Module):
+    def forward(self, primals_1: "f32[4, 4]", primals_2: "f32[4]", primals_3: "f32[3, 4]", primals_4: "f32[2, 4]", primals_5: "f32[2]"):
+        # Annotation: {'region': 'encoder', 'plan': 'stage0:layerlayerlayerlayerlayerlayerlay...', 'ids': '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1...'} File: graph_code_program.py in forward, code: h = torch.relu(self.encoder(x))
+        t: "f32[4, 4]" = torch.ops.aten.t.default(primals_1);  primals_1 = None
+        addmm: "f32[3, 4]" = torch.ops.aten.addmm.default(primals_2, primals_3, t);  primals_2 = t = None
+        relu: "f32[3, 4]" = torch.ops.aten.relu.default(addmm);  addmm = None
+        detach: "f32[3, 4]" = torch.ops.aten.detach.default(relu)
+
+        # Annotation: {'region': 'head'} File: graph_code_program.py in forward, code: out = self.head(h)
+        t_1: "f32[4, 2]" = torch.ops.aten.t.default(primals_4);  primals_4 = None
+        addmm_1: "f32[3, 2]" = torch.ops.aten.addmm.default(primals_5, relu, t_1);  primals_5 = None
+
+        # File: graph_code_program.py in forward, code: return out.sum()
+        sum_1: "f32[]" = torch.ops.aten.sum.default(addmm_1);  addmm_1 = None
+        return (sum_1, primals_3, relu, detach, t_1)""")
+            return
         self.assertExpectedInline(without_locations(self.code["forward"]), """\
 class GraphModule(torch.nn.Module):
     def forward(self, primals_1: "f32[4, 4]", primals_2: "f32[4]", primals_3: "f32[3, 4]", primals_4: "f32[2, 4]", primals_5: "f32[2]"):
@@ -71,6 +92,34 @@ class GraphModule(torch.nn.Module):
 """)
 
     def test_backward_graph_code(self):
+        if NEWER_GRAPHS:
+            self.assertExpectedInline(without_locations(self.code["backward"]), """\
+class GraphModule(torch.nn.Module):
+    def forward(self, primals_3: "f32[3, 4]", relu: "f32[3, 4]", detach: "f32[3, 4]", t_1: "f32[4, 2]", tangents_1: "f32[]"):
+        # File: graph_code_program.py in forward, code: return out.sum()
+        expand: "f32[3, 2]" = torch.ops.aten.expand.default(tangents_1, [3, 2]);  tangents_1 = None
+
+        # Annotation: {'region': 'head'} File: graph_code_program.py in forward, code: out = self.head(h)
+        t_2: "f32[2, 4]" = torch.ops.aten.t.default(t_1);  t_1 = None
+        mm: "f32[3, 4]" = torch.ops.aten.mm.default(expand, t_2);  t_2 = None
+        t_3: "f32[2, 3]" = torch.ops.aten.t.default(expand)
+        mm_1: "f32[2, 4]" = torch.ops.aten.mm.default(t_3, relu);  t_3 = relu = None
+        t_4: "f32[4, 2]" = torch.ops.aten.t.default(mm_1);  mm_1 = None
+        sum_2: "f32[1, 2]" = torch.ops.aten.sum.dim_IntList(expand, [0], True);  expand = None
+        view: "f32[2]" = torch.ops.aten.view.default(sum_2, [2]);  sum_2 = None
+        t_5: "f32[2, 4]" = torch.ops.aten.t.default(t_4);  t_4 = None
+
+        # Annotation: {'region': 'encoder', 'plan': 'stage0:layerlayerlayerlayerlayerlayerlay...', 'ids': '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1...'} File: graph_code_program.py in forward, code: h = torch.relu(self.encoder(x))
+        detach_1: "f32[3, 4]" = torch.ops.aten.detach.default(detach);  detach = None
+        threshold_backward: "f32[3, 4]" = torch.ops.aten.threshold_backward.default(mm, detach_1, 0);  mm = detach_1 = None
+        t_6: "f32[4, 3]" = torch.ops.aten.t.default(threshold_backward)
+        mm_2: "f32[4, 4]" = torch.ops.aten.mm.default(t_6, primals_3);  t_6 = primals_3 = None
+        t_7: "f32[4, 4]" = torch.ops.aten.t.default(mm_2);  mm_2 = None
+        sum_3: "f32[1, 4]" = torch.ops.aten.sum.dim_IntList(threshold_backward, [0], True);  threshold_backward = None
+        view_1: "f32[4]" = torch.ops.aten.view.default(sum_3, [4]);  sum_3 = None
+        t_8: "f32[4, 4]" = torch.ops.aten.t.default(t_7);  t_7 = None
+        return (t_8, view_1, None, t_5, view)""")
+            return
         self.assertExpectedInline(without_locations(self.code["backward"]), """\
 class GraphModule(torch.nn.Module):
     def forward(self, primals_3: "f32[3, 4]", relu: "f32[3, 4]", t_1: "f32[4, 2]", tangents_1: "f32[]"):
@@ -125,7 +174,7 @@ class TestGraphCodeAnnotationOracle(TestCase):
         ours = run_json(sys.executable, PROGRAM)
         upstream = run_json(ORACLE_PYTHON, PROGRAM)
         self.assertEqual(ours["torch"], torch.__version__)  # the release under test, any of them
-        self.assertNotEqual(upstream["torch"], ours["torch"])
+        self.assertTrue(upstream["torch"].startswith("2.13.0"), upstream["torch"])  # the oracle
         for graph in ("forward", "backward"):
             # 2.5.1 traces extra detach nodes in the backward; every other op is the same.
             keep = lambda rows: [tuple(r) for r in rows if r[0] != "torch.ops.aten.detach.default"]  # noqa: E731

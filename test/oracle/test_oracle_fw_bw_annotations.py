@@ -43,7 +43,7 @@ class TestOracleFwBwAnnotations(OracleProgramCase):
 
     def test_runs_on_the_intended_torches(self):
         self.assertEqual(self.ours["torch"], torch.__version__)  # the release under test, any of them
-        self.assertNotEqual(self.upstream["torch"], self.ours["torch"])
+        self.assertTrue(self.upstream["torch"].startswith("2.13.0"), self.upstream["torch"])  # the oracle
         self.assertEqual(set(self.ours["programs"]), set(self.upstream["programs"]))
 
     def test_backward_custom_per_op_kind_matches_upstream(self):

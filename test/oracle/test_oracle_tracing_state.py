@@ -44,7 +44,7 @@ class TestOracleTracingState(OracleProgramCase):
 
     def test_runs_on_the_intended_torches(self):
         self.assertEqual(self.ours["torch"], torch.__version__)  # the release under test, any of them
-        self.assertNotEqual(self.upstream["torch"], self.ours["torch"])
+        self.assertTrue(self.upstream["torch"].startswith("2.13.0"), self.upstream["torch"])  # the oracle
 
     def test_make_fx_custom_matches_upstream(self):
         ours, upstream = self.captures("make_fx")

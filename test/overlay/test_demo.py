@@ -49,8 +49,10 @@ def test_demo_shows_regions_in_every_flex_attention_subgraph():
     (flex_bw,) = [r for r in tables["backward"] if r[1] == "flex_attention_backward"]
     assert (flex_bw[3], flex_bw[4], flex_bw[5]) == ("flex_attention", attention, "True")
     for sub in ("fw_graph", "joint_graph", "mask_graph"):
-        # 2.6 names them fw_graph0, joint_graph0, mask_graph0 (2.5.1: no index)
+        # 2.6 numbers the subgraphs (fw_graph0; 2.5.1: fw_graph); from 2.8 this score_mod's joint graph holds no op
         rows = [r for r in tables["backward"] if r[0].split(".")[0].rstrip("0123456789") == sub]
+        if sub == "joint_graph" and not rows and release_key(TORCH_RELEASE) >= (2, 8):
+            continue
         assert rows and {r[4] for r in rows} == {attention}, sub
     assert {r[4] for r in tables["backward"] if r[1] == "aten.threshold_backward.default"} == {head}
 
