@@ -26,7 +26,14 @@ if [ "${installed%%+*}" != "$torch_version" ]; then
   .venv/bin/pip install -q --upgrade pip
   # PIP_CONSTRAINT=/dev/null: some machines cap torch with a pip constraint (at 2.14.1 here); the release
   # asked for is the one to install.
-  PIP_CONSTRAINT=/dev/null .venv/bin/pip install -q "torch==$torch_version" numpy
+  prefetched="build/prefetch/$torch_version"
+  if [ -f "$prefetched.done" ]; then  # downloaded ahead by .ci/run while the previous release was tested
+    .venv/bin/pip install -q --no-index --find-links "$prefetched" "torch==$torch_version" numpy pytest expecttest
+    mkdir -p build/wheels && mv "$prefetched"/torch-"$torch_version"*.whl build/wheels/  # the tests read it
+    rm -rf "$prefetched" "$prefetched.done"
+  else
+    PIP_CONSTRAINT=/dev/null .venv/bin/pip install -q "torch==$torch_version" numpy
+  fi
 fi
 .venv/bin/pip install -q pytest expecttest
 .venv/bin/pip install -q --no-deps -e .
