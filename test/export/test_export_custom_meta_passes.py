@@ -89,6 +89,16 @@ class RunDecompositionsKeepsCustomTests(TestCase):
                 self.assertEqual(io_customs(decomposed), before)
                 self.assertEqual(dict(call_customs(decomposed))["aten.addmm.default"], {"name": "linear"})
 
+    def test_a_placeholder_without_custom_gets_none_from_its_reader(self):
+        # The re-trace can hand a lifted constant the custom of the call reading it; upstream 2.13 gives it none.
+        for export in EXPORTERS:
+            ep = export(WithState(), (torch.randn(2, 3),))
+            for node in ep.graph.nodes:
+                if node.op == "call_function":
+                    node.meta["custom"] = {"call": node.name}
+            decomposed = ep.run_decompositions()
+            self.assertEqual({n: c for n, c in io_customs(decomposed).items() if c is not None}, {}, export.__name__)
+
     def test_a_decomposed_input_or_output_custom_is_its_own_dict(self):
         for export in EXPORTERS:
             ep = export(WithState(), (torch.randn(2, 3),))
