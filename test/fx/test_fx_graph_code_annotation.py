@@ -23,7 +23,7 @@ from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json, this_re
 
 PROGRAM = HERE / "graph_code_program.py"
 # 2.10 saves a detach of relu for the backward (2.5.1 detaches twice more in the
-# backward) and writes no space before a summary's "#"; 2.12 also drops the blank last line.
+# backward) and writes no space before a summary's "#"; 2.11 also drops the blank last line.
 NEWER_GRAPHS = tuple(int(p) for p in this_release().split(".")[:2]) >= (2, 10)
 
 
