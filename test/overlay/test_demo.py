@@ -1,7 +1,6 @@
 """``torch-overlay demo``: the README's first command ends with this table."""
 from __future__ import annotations
 
-import re
 import subprocess
 
 from torch_overlay.series import release_key
