@@ -9,7 +9,10 @@ import torch
 import torch._dynamo
 import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
-from torch._functorch._aot_autograd.traced_function_transforms import create_functional_call
+try:
+    from torch._functorch._aot_autograd.traced_function_transforms import create_functional_call
+except ImportError:  # 2.9 renamed traced_function_transforms to graph_capture_wrappers
+    from torch._functorch._aot_autograd.graph_capture_wrappers import create_functional_call
 from torch._functorch.aot_autograd import _aot_export_function
 from torch.testing._internal.common_utils import TestCase, run_tests
 
