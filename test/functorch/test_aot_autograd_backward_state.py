@@ -1,7 +1,7 @@
 """Joint-graph tracing state: autograd_backward, gradient accumulation,
 seq_nr pairing and annotations through aot_function and aot_export_module
 (patches 180251-autograd-backward-state, local-no-state-leaks,
-local-aot-export-joint-meta)."""
+local-aot-export-joint-meta, local-fwd-bw-autograd-backward)."""
 import sys
 from pathlib import Path
 
@@ -10,6 +10,7 @@ import torch.fx.traceback as fx_traceback
 from functorch.compile import aot_function, make_boxed_func, nop
 from torch import nn
 from torch._functorch._aot_autograd import logging_utils
+from torch._functorch._aot_autograd.utils import copy_fwd_metadata_to_bw_nodes
 from torch._functorch.aot_autograd import aot_export_module
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing._internal.common_utils import TestCase, run_tests
@@ -212,6 +213,31 @@ class TestNoStateLeaksBetweenCaptures(TestCase):
         first = tables(["export", "aot_function"])
         second = tables(["aot_function", "export"])
         self.assertEqual(first, second)
+
+
+class TestFwBwCopyWithoutPartitionerTags(TestCase):
+    def test_autograd_backward_nodes_without_tag_get_forward_custom(self):
+        # A backward traced by hand under the stack-trace hooks: its nodes carry
+        # autograd_backward and the forward seq_nr, but no partitioner tag.
+        def f(x):
+            with fx_traceback.annotate({"region": "r"}):
+                y = x.sin()
+            out = y.sum()
+            logging_utils.setup_stacktrace_preservation_hooks([out.grad_fn])
+            return torch.autograd.grad(out, x)
+
+        with fx_traceback.preserve_node_meta():
+            gm = make_fx(f)(torch.randn(3, requires_grad=True))
+        copy_fwd_metadata_to_bw_nodes(gm)
+        by_target = {n.target: n for n in call_nodes(gm)}
+        sin = by_target[torch.ops.aten.sin.default]
+        cos = by_target[torch.ops.aten.cos.default]
+        self.assertNotIn("autograd_backward", sin.meta)
+        self.assertIs(cos.meta.get("autograd_backward"), True)
+        self.assertNotIn("partitioner_tag", cos.meta)
+        self.assertEqual(cos.meta["seq_nr"], sin.meta["seq_nr"])
+        self.assertEqual(cos.meta.get("custom"), {"region": "r"})
+        self.assertEqual(sin.meta.get("custom"), {"region": "r"})
 
 
 if __name__ == "__main__":
