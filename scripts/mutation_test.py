@@ -29,6 +29,7 @@ FX = "test/fx/test_fx_traceback_annotate.py"
 PAIRING = "test/oracle/test_oracle_fw_bw_pairing.py"
 PRIVATE = "test/oracle/test_oracle_private_api.py"
 DYNAMO = "test/dynamo/test_fx_annotate_dynamo.py"
+EXPORT_PASSES = "test/export/test_export_custom_meta_passes.py"
 
 
 @dataclass
@@ -106,6 +107,10 @@ MUTATIONS = [
     Mutation("_preserve_node_seq_nr ignored when re-tracing",
              "torch/fx/proxy.py", "            elif tracing_state.should_preserve_node_seq_nr:\n",
              "            elif False:\n", [BW_STATE]),
+    Mutation("training-IR run_decompositions() drops input and output custom",
+             "torch/export/exported_program.py",
+             "        _restore_input_and_output_custom(gm, new_graph_signature, saved_custom)\n\n        return",
+             "\n        return", [EXPORT_PASSES]),
 ]
 
 

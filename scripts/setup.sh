@@ -24,7 +24,9 @@ fi
 if [ "${installed%%+*}" != "$torch_version" ]; then
   echo "== installing torch $torch_version into .venv (the CUDA wheel: a few GB, a few minutes)"
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q "torch==$torch_version" numpy
+  # PIP_CONSTRAINT=/dev/null: some machines cap torch with a pip constraint (at 2.14.1 here); the release
+  # asked for is the one to install.
+  PIP_CONSTRAINT=/dev/null .venv/bin/pip install -q "torch==$torch_version" numpy
 fi
 .venv/bin/pip install -q pytest expecttest
 .venv/bin/pip install -q --no-deps -e .

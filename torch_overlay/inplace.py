@@ -7,6 +7,7 @@ import py_compile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .behaviours import behaviours
 from .build import build_patched
 from .errors import OverlayError, warn
 from .installation import DIFFERS, MISSING, NOT_IN_RELEASE, STATE_DIR, STATE_FILE, TorchInstallation
@@ -48,6 +49,7 @@ class Status:
             lines.append("series: none for this release")
         else:
             lines.append(f"series: patches/{self.series.version} ({len(self.series.patches)} patches, {self.series.label})")
+            lines += self._behaviour_lines()
         if self.applied:
             current = self.series is not None and self.applied["series_digest"] == self.series.digest
             lines.append("applied: " + ", ".join(self.applied["patches"])
@@ -60,6 +62,16 @@ class Status:
         elif not self.problems:
             lines.append("files differing from RECORD: none")
         return "\n".join(lines)
+
+    def _behaviour_lines(self) -> list[str]:
+        found = behaviours(self.series)
+        lines = [f"native to torch {self.series.version}: "
+                 + (", ".join(f"{name} (since {since})" for name, since in found.native) or "none")]
+        lines.append("added by the series: " + (", ".join(found.added) or "nothing (this release needs none)"))
+        if found.missing:
+            lines.append("missing (neither native nor in the series; a defect of the series): "
+                         + ", ".join(found.missing))
+        return lines
 
 
 def _recover(inst: TorchInstallation) -> str | None:
@@ -143,6 +155,11 @@ def apply(force: bool = False) -> str:
     with exclusive_lock(inst.dist_info):
         messages = [m for m in [_recover(inst)] if m]
         applied = inst.applied_state()
+        if not series.patches:  # every behaviour is native to this release
+            if applied:
+                messages.append(_revert_locked(inst, applied))
+            return "\n".join(messages + [f"torch {series.version} needs nothing: every behaviour of the overlay is "
+                                         "native to this release ('torch-overlay status' lists them)"])
         if applied and applied["series_digest"] == series.digest:
             return "\n".join(messages + [f"already applied: the torch {series.version} series "
                                          f"({series.label}) is in place; nothing to do"])

@@ -34,7 +34,7 @@ from .port import (MOVED_FILES, PRISTINE_TAG, applies_unchanged, base_tag, follo
                    render_report, series_branch)
 from .pristine import MissingReleaseFile, from_installation, from_wheel
 from .series import (PATCH_SUFFIX, SERIES_FILE, Series, default_patches_root, entry_for, entry_path, load_series,
-                     parse_patch, series_entries, series_using)
+                     parse_patch, series_entries, series_using, supported_versions)
 from .source_tree import am_series, git, git_out, operation_in_progress
 from .transaction import Transaction, exclusive_lock, recover
 
@@ -298,8 +298,11 @@ def refresh(dir: Path) -> str:
     with exclusive_lock(folder_path):
         recovered = recover(folder_path)
         current, ported = _series_files(folder_path), _series_files(root / old) if old else {}
+        # Any other release may keep the same patch (stored once): looked at oldest release first.
+        others = [_series_files(root / v) for v in supported_versions(root) if v not in (version, old)]
         entries = [_series_entry(dir, folder_path, name, data, commit,
-                                 [p for p in (current.get(name), ported.get(name)) if p])
+                                 [p for p in (current.get(name), ported.get(name), *(o.get(name) for o in others))
+                                  if p])
                    for name, data, commit in patches]
         series_file = folder_path / SERIES_FILE
         old_series = series_file.read_text() if series_file.exists() else ""

@@ -207,3 +207,22 @@ def test_apply_replaces_an_older_series(scratch, tmp_path, expected_patched):
     from torch_overlay.series import load_series
     assert state["series_digest"] == load_series("2.5.1", newer).digest
     assert_fully_patched(scratch, expected_patched)
+
+
+def test_a_release_that_needs_nothing_says_so(scratch, tmp_path):
+    """A release whose series is empty (every behaviour native): apply changes nothing, exits 0 and says
+    why; an overlay applied from an older series is taken off."""
+    scratch.run("apply", check=True)
+    empty = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", empty)
+    (empty / "2.5.1" / "series").write_text("# every behaviour is native to this release\n")
+    env = {"TORCH_OVERLAY_PATCHES": str(empty)}
+    out = scratch.run("apply", env=env, check=True).stdout
+    assert out.splitlines()[0].startswith("reverted "), out
+    assert "torch 2.5.1 needs nothing: every behaviour of the overlay is native to this release" in out
+    before = scratch.snapshot()
+    assert "needs nothing" in scratch.run("apply", env=env, check=True).stdout
+    assert_pristine(scratch, before)
+    status = scratch.run("status", env=env, check=True).stdout
+    assert "added by the series: nothing (this release needs none)" in status
+    assert "applied: none" in status

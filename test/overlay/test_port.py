@@ -151,6 +151,18 @@ def test_port_merges_follows_moves_and_stops_at_the_conflict(tmp_path, release):
         assert data == (ws / path).read_bytes(), path
     assert "already up to date" in refresh(ws)
 
+    # Stored once across every release, not only the one ported from: when 9.2.0's series is made again
+    # and a newer release (9.2.5) keeps the same patch, refresh names that copy instead of writing another.
+    newer = root / "9.2.5"
+    newer.mkdir()
+    (folder / "local-context.patch").rename(newer / "local-context.patch")
+    (newer / "series").write_text("local-context.patch\n")
+    for f in folder.iterdir():
+        f.unlink()
+    refresh(ws)
+    assert "../9.2.5/local-context.patch" in (folder / "series").read_text().splitlines()
+    assert not (folder / "local-context.patch").exists()
+
 
 def test_port_refuses_a_moved_file_the_table_does_not_know(tmp_path, release):
     root, old, new = release

@@ -1,16 +1,20 @@
 """status / apply / revert on a scratch copy of whichever release .venv holds, with that release's series.
 
 test_inplace.py covers the tool in depth on the reference release; this is the part every release of
-the CI matrix runs: its series builds against its own wheel, applies, and reverts byte for byte.
+the CI matrix runs: its series builds against its own wheel, applies, and reverts byte for byte, and
+applies with git am onto a source checkout at the release's tag.
 """
 from __future__ import annotations
 
 import pytest
 
-from scratch_torch import ScratchTorch, TORCH_RELEASE, torch_wheel
+from scratch_torch import REPO, ScratchTorch, TORCH_RELEASE, torch_wheel
+from source_fixtures import git, make_checkout
+from torch_overlay.behaviours import behaviours
 from torch_overlay.build import build_patched
 from torch_overlay.pristine import from_wheel
 from torch_overlay.series import load_series
+from torch_overlay.source_tree import apply_source
 
 
 @pytest.fixture
@@ -23,6 +27,11 @@ def test_status_names_the_release_and_its_series(scratch):
     assert f"torch {TORCH_RELEASE} at {scratch.site / 'torch'}" in out
     assert f"series: patches/{TORCH_RELEASE}" in out
     assert "applied: none" in out
+    # Which behaviours are upstream's own on this release and which the series brings.
+    found = behaviours(load_series(TORCH_RELEASE))
+    assert f"native to torch {TORCH_RELEASE}: " + (", ".join(f"{n} (since {s})" for n, s in found.native) or "none") in out
+    assert "added by the series: " + ", ".join(found.added) in out
+    assert "missing" not in out
 
 
 def test_apply_then_revert_gives_back_the_release(scratch):
@@ -38,3 +47,18 @@ def test_apply_then_revert_gives_back_the_release(scratch):
         assert (scratch.site / path).read_bytes() == data, path
     scratch.run("revert", check=True)
     assert scratch.snapshot() == before
+
+
+def test_apply_source_puts_the_series_on_a_checkout_at_the_release_tag(tmp_path, monkeypatch):
+    """For a source build: one commit per patch (git am) onto a checkout at tag v<release> holding the
+    release wheel's own files."""
+    monkeypatch.setenv("TORCH_OVERLAY_PATCHES", str(REPO / "patches"))
+    series = load_series(TORCH_RELEASE)
+    checkout = make_checkout(tmp_path / "pytorch", REPO / "patches")
+    tag = f"v{TORCH_RELEASE}"
+    apply_source(checkout)
+    subjects = git(checkout, "log", "--reverse", "--format=%s", f"{tag}..HEAD").splitlines()
+    assert subjects == [p.subject for p in series.patches]
+    for path, data in build_patched(series, from_wheel(torch_wheel())).items():
+        assert (checkout / path).read_bytes() == data, path
+    assert git(checkout, "status", "--porcelain=v1") == ""

@@ -6,8 +6,10 @@ import shutil
 import pytest
 
 from source_fixtures import patches_copy
+from torch_overlay.behaviours import behaviours, native_from
 from torch_overlay.errors import OverlayError
-from torch_overlay.series import load_series, nearest_supported, series_using, supported_versions
+from torch_overlay.series import (default_patches_root, load_series, nearest_supported, release_key, series_using,
+                                  supported_versions)
 
 SUPPORTED = ["2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0"]
 
@@ -15,6 +17,9 @@ SUPPORTED = ["2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0"]
 @pytest.fixture
 def root(tmp_path):
     root = patches_copy(tmp_path / "patches")
+    for folder in root.iterdir():  # the reference release's series, and an empty one for each other
+        if folder.is_dir() and folder.name != "2.5.1":
+            shutil.rmtree(folder)
     for version in SUPPORTED[1:]:
         (root / version).mkdir()
         (root / version / "series").write_text("# empty\n")
@@ -84,3 +89,24 @@ def test_a_series_line_names_a_patch_in_its_folder_or_another_releases(tmp_path,
         f.write(line + "\n")
     with pytest.raises(OverlayError, match=match):
         load_series("2.5.1", root)
+
+
+@pytest.mark.parametrize("release", supported_versions(default_patches_root()))
+def test_every_behaviour_is_native_or_carried_on_every_release(release):
+    found = behaviours(load_series(release))
+    assert found.missing == [], f"torch {release} neither has nor gets {found.missing}"
+    for name, since in found.native:
+        assert release_key(since) <= release_key(release), name
+
+
+def test_a_release_keeps_only_what_it_lacks(root):
+    reference = load_series("2.5.1", root)
+    lacking = [p for p in reference.patches
+               if not native_from(p.fields["Applied-Upstream"])
+               or release_key(native_from(p.fields["Applied-Upstream"])) > (2, 10, 0)]
+    (root / "2.10.0" / "series").write_text("".join(f"../2.5.1/{p.name}\n" for p in lacking[1:]))
+    found = behaviours(load_series("2.10.0", root))
+    assert found.added == [p.name for p in lacking[1:]]
+    assert found.missing == [lacking[0].name]
+    assert sorted(name for name, _ in found.native) == sorted(p.name for p in reference.patches if p not in lacking)
+    assert {since for _, since in found.native} == {"2.6.0", "2.10.0"}
