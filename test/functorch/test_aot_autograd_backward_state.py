@@ -55,6 +55,16 @@ def export_joint(model, x):
     return gm
 
 
+def one_row_per_detach_run(table):
+    """The table with a run of identical detach rows shown once: releases trace a different
+    number of detach ops around relu (2.5.1 five and four, 2.15 two and one)."""
+    rows = []
+    for row in table.splitlines():
+        if not (rows and row == rows[-1] and "|aten.detach.default|" in row):
+            rows.append(row)
+    return "\n".join(rows)
+
+
 def call_nodes(gm):
     return [n for n in gm.graph.nodes if n.op == "call_function"]
 
@@ -84,7 +94,9 @@ class TestAutogradBackwardState(TestCase):
 
     def test_aot_function_backward_seq_nr_pairs_with_forward(self):
         fw, bw = capture_aot_function(Net(), torch.randn(2, 3))
-        fw_seq = {n.meta["seq_nr"]: n for n in call_nodes(fw)}
+        fw_seq = {}
+        for n in call_nodes(fw):  # the first op of a seq_nr is the one autograd recorded (2.13+ adds detach ops after it)
+            fw_seq.setdefault(n.meta["seq_nr"], n)
         for n in call_nodes(bw):
             self.assertIn(n.meta["seq_nr"], fw_seq, n.format_node())
         threshold = [n for n in call_nodes(bw) if n.target == torch.ops.aten.threshold_backward.default]
@@ -106,15 +118,12 @@ class TestAutogradBackwardState(TestCase):
         fw_seq = {n.meta["seq_nr"]: n for n in forward}
         unpaired = [n.format_node() for n in backward if n.meta.get("seq_nr") not in fw_seq]
         self.assertEqual(unpaired, [])
-        self.assertExpectedInline(meta_table(gm, base_seq_nr=min(fw_seq), columns=("SeqNr", "OrigAten", "custom", "autograd_backward")), """\
+        table = meta_table(gm, base_seq_nr=min(fw_seq), columns=("SeqNr", "OrigAten", "custom", "autograd_backward"))
+        self.assertExpectedInline(one_row_per_detach_run(table), """\
 SeqNr|OrigAten|custom|autograd_backward
 0|aten.t.default|{'region': 'enc'}|
 1|aten.addmm.default|{'region': 'enc'}|
 2|aten.relu.default|{'region': 'enc'}|
-2|aten.detach.default|{'region': 'enc'}|
-2|aten.detach.default|{'region': 'enc'}|
-2|aten.detach.default|{'region': 'enc'}|
-2|aten.detach.default|{'region': 'enc'}|
 2|aten.detach.default|{'region': 'enc'}|
 3|aten.t.default||
 4|aten.addmm.default||
@@ -133,9 +142,6 @@ SeqNr|OrigAten|custom|autograd_backward
 4|aten.view.default||True
 7|aten.add.Tensor||True
 3|aten.t.default||True
-2|aten.detach.default|{'region': 'enc'}|True
-2|aten.detach.default|{'region': 'enc'}|True
-2|aten.detach.default|{'region': 'enc'}|True
 2|aten.detach.default|{'region': 'enc'}|True
 2|aten.threshold_backward.default|{'region': 'enc'}|True
 1|aten.t.default|{'region': 'enc'}|True
