@@ -16,7 +16,8 @@ from torch.fx.traceback import annotate
 
 # A node line of verbose graph code: `name: "f32[3, 4]" = torch.ops.aten.mm.default(...)`.
 NODE_LINE = re.compile(r'^\s*\w+(?:: "[^"]*")? = (torch\.ops\.[\w.]+)\(')
-ANNOTATION = re.compile(r"^\s*# (Annotation: .*?) (?:File: |No stacktrace found)")
+# 2.14+ starts a backward node's stack trace with "Backward of forward node: "
+ANNOTATION = re.compile(r"^\s*# (Annotation: .*?) (?:Backward of forward node: )?(?:File: |No stacktrace found)")
 
 LONG_PLAN = "stage0:" + "layer" * 12  # 67 characters: printed cut to 40 and "..."
 

@@ -196,6 +196,23 @@ class TestCopySemantics(TestCase):
         self.assertEqual(old[0].meta["custom"], {"tag": "x"})
         self.assertEqual(new[1].meta["custom"], {"tag": "x"})
 
+    def test_node_copy_gives_the_copy_its_own_custom(self):
+        # local-node-copy-owns-custom: the partitioner builds the forward and
+        # backward graphs with Graph.node_copy
+        shared = ["value"]
+        gm = trace(lambda x: x.sin(), torch.randn(3))
+        (sin,) = [n for n in gm.graph.nodes if n.op == "call_function"]
+        sin.meta["custom"] = {"tag": "x", "shared": shared}
+        graph, env = torch.fx.Graph(), {}
+        for n in gm.graph.nodes:
+            env[n] = graph.node_copy(n, lambda a: env[a])
+        copy = env[sin]
+        self.assertEqual(copy.meta["custom"], {"tag": "x", "shared": shared})
+        self.assertIsNot(copy.meta["custom"], sin.meta["custom"])
+        self.assertIs(copy.meta["custom"]["shared"], shared)  # values shared
+        copy.meta["custom"]["tag"] = "edited"
+        self.assertEqual(sin.meta["custom"]["tag"], "x")
+
 
 class TestTracingStatePerThread(TestCase):
     """local-tracing-state-per-thread: beyond upstream (issue 184917)."""
