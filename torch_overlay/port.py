@@ -36,10 +36,8 @@ def series_branch(version: str) -> str:
 
 def moved_paths(root: Path, old: str, new: str) -> dict[str, str]:
     """{path in torch OLD: its path in torch NEW} for the files patches/moved-files says moved
-    in between; a file that moved twice maps to its last path."""
-    if release_key(new) < release_key(old):
-        raise OverlayError(f"a port goes from an older release to a newer one, not from {old} to {new}",
-                           unchanged="nothing was created")
+    in between (either way: a port may go back to an older release); a file that moved twice
+    maps to its last path."""
     table = root / MOVED_FILES
     moves = []
     for number, line in enumerate(table.read_text().splitlines() if table.exists() else [], 1):
@@ -50,10 +48,16 @@ def moved_paths(root: Path, old: str, new: str) -> dict[str, str]:
                                    unchanged="nothing was created")
             moves.append(parts)
     mapping: dict[str, str] = {}
-    for release, before, after in sorted(moves, key=lambda m: release_key(m[0])):
-        if release_key(old) < release_key(release) <= release_key(new):
-            mapping = {k: after if v == before else v for k, v in mapping.items()}
-            mapping.setdefault(before, after)
+    if release_key(old) <= release_key(new):
+        for release, before, after in sorted(moves, key=lambda m: release_key(m[0])):
+            if release_key(old) < release_key(release) <= release_key(new):
+                mapping = {k: after if v == before else v for k, v in mapping.items()}
+                mapping.setdefault(before, after)
+    else:  # a port back to an older release: the moves in between undone, newest first
+        for release, before, after in sorted(moves, key=lambda m: release_key(m[0]), reverse=True):
+            if release_key(new) < release_key(release) <= release_key(old):
+                mapping = {k: before if v == after else v for k, v in mapping.items()}
+                mapping.setdefault(after, before)
     return mapping
 
 

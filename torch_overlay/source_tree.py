@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import OverlayError
-from .series import Patch, Series, default_patches_root, load_series, supported_versions
+from .series import Patch, Series, default_patches_root, load_series, nearest_supported, supported_versions
 
 COMMITTER_NAME = "torch-overlay developers"
 COMMITTER_EMAIL = "torch-overlay@users.noreply.invalid"
@@ -133,8 +133,8 @@ def inspect_checkout(checkout: Path) -> Checkout:
     if version not in supported:
         raise OverlayError(f"the checkout is PyTorch {version} (version.txt); torch-overlay has patch series only "
                            f"for {', '.join(supported) or 'no version'}", unchanged=unchanged,
-                           todo="check out a supported release tag, e.g. 'git checkout v%s'" % supported[-1]
-                           if supported else "")
+                           todo=f"{nearest[0]}: check out its tag ('git checkout v{nearest[1]}')"
+                           if (nearest := nearest_supported(version, supported)) else "")
     series = load_series(version, root)
     head = git_out(top, "rev-parse", "--verify", "HEAD")
     tag = f"v{version}"

@@ -106,7 +106,12 @@ def create_workspace(version: str, dir: Path, wheel: Path | None = None, extra: 
     root = default_patches_root()
     old = from_version or version
     porting = old != version
-    series = load_series(old, root)
+    if not porting and not (root / version / SERIES_FILE).is_file() and extra:
+        # A release's first series: the workspace holds the files named with --add, no patches yet.
+        series = Series(version, root / version, [])
+        series.folder.mkdir(exist_ok=True)  # refresh writes the series there
+    else:
+        series = load_series(old, root)
     moves = moved_paths(root, old, version) if porting else {}
     if dir.exists() and (not dir.is_dir() or any(dir.iterdir())):
         raise OverlayError(f"{dir} exists and is not an empty folder", unchanged=f"{dir} was not touched",
@@ -124,6 +129,8 @@ def create_workspace(version: str, dir: Path, wheel: Path | None = None, extra: 
     dir.mkdir(parents=True, exist_ok=True)
     try:
         git(dir, "init", "-q", "--initial-branch=main", isolated=True)
+        (dir / ".git" / "info").mkdir(exist_ok=True)
+        (dir / ".git" / "info" / "exclude").write_text("__pycache__/\n*.pyc\n")  # a py_compile check leaves them
         _commit_tree(dir, old_files, f"pristine torch {old}" + (f" at the paths of torch {version}" if moves else ""))
         git(dir, "tag", base_tag(old) if porting else PRISTINE_TAG, isolated=True)
         git(dir, "config", CONFIG_PATCHES, str(root.resolve() / version), isolated=True)
@@ -302,7 +309,7 @@ def refresh(dir: Path) -> str:
         others = [_series_files(root / v) for v in supported_versions(root) if v not in (version, old)]
         entries = [_series_entry(dir, folder_path, name, data, commit,
                                  [p for p in (current.get(name), ported.get(name), *(o.get(name) for o in others))
-                                  if p])
+                                  if p and p.is_file()])
                    for name, data, commit in patches]
         series_file = folder_path / SERIES_FILE
         old_series = series_file.read_text() if series_file.exists() else ""

@@ -1,6 +1,7 @@
 """torch-overlay apply-source on git checkouts holding the real torch 2.5.1 files."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -129,10 +130,11 @@ def test_version_txt_that_is_no_release(tmp_path, text):
         release_of_version_txt(text, tmp_path / "version.txt")
 
 
-def test_refuses_a_version_without_series(tmp_path, patches_root):
-    checkout = make_checkout(tmp_path / "pytorch", patches_root, version_txt="2.6.0a0\n", tag="v2.6.0")
-    error = refused(checkout, r"the checkout is PyTorch 2\.6\.0 .*patch series only for 2\.5\.1")
-    assert "v2.5.1" in error.todo
+@pytest.mark.parametrize("version, tag", [("2.4.1", "v2.5.1"), ("2.12.0", "v2.12.1")])
+def test_refuses_a_version_without_series(tmp_path, patches_root, version, tag):
+    checkout = make_checkout(tmp_path / "pytorch", patches_root, version_txt=f"{version}a0\n", tag=f"v{version}")
+    error = refused(checkout, rf"the checkout is PyTorch {re.escape(version)} .*patch series only for 2\.5\.1, ")
+    assert f"'git checkout {tag}'" in error.todo
 
 
 def test_refuses_head_away_from_the_release_tag(checkout):

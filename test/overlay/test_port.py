@@ -15,7 +15,7 @@ import pytest
 from source_fixtures import git
 from torch_overlay.build import build_patched
 from torch_overlay.errors import OverlayError
-from torch_overlay.port import APPLIED, CONFLICTS, DROPPED, MERGED, PENDING, port_report
+from torch_overlay.port import APPLIED, CONFLICTS, DROPPED, MERGED, PENDING, follow_moves, port_report
 from torch_overlay.pristine import from_wheel
 from torch_overlay.record import record_line
 from torch_overlay.series import load_series
@@ -174,11 +174,32 @@ def test_port_refuses_a_moved_file_the_table_does_not_know(tmp_path, release):
     assert not (tmp_path / "ws").exists()
 
 
-def test_port_refuses_going_back_to_an_older_release(tmp_path, release):
+def test_port_back_to_an_older_release_undoes_the_moves(tmp_path, release):
+    """A series made for the newer release (9.2.0: new_name.py) ported back to 9.1.0 (old_name.py)."""
     root, old, new = release
-    with pytest.raises(OverlayError, match="from an older release to a newer one"):
-        create_workspace("9.0.0", tmp_path / "ws", wheel=new, from_version=OLD, from_wheel_path=old)
-    assert not (tmp_path / "ws").exists()
+    (root / NEW).mkdir()
+    kept = ["local-same", "local-moved"]
+    for name in kept:
+        data = follow_moves((root / OLD / f"{name}.patch").read_bytes(), {"torch/old_name.py": "torch/new_name.py"})
+        (root / NEW / f"{name}.patch").write_bytes(data)
+    (root / NEW / "series").write_text("".join(f"{name}.patch\n" for name in kept))
+    ws = tmp_path / "ws"
+    create_workspace(OLD, ws, wheel=old, from_version=NEW, from_wheel_path=new)
+    assert (ws / "torch/old_name.py").read_text() == lines(20).replace("line 10\n", "line 10 fixed\n")
+    assert not (ws / "torch/new_name.py").exists()
+    assert (ws / "torch/same.py").read_text() == lines(20).replace("line 10\n", "line 10 fixed\n")
+
+
+def test_a_first_series_starts_from_the_files_named_with_add(tmp_path, release):
+    root, old, new = release
+    ws = tmp_path / "ws"
+    create_workspace("9.2.0", ws, wheel=new, extra=["torch/context.py"])
+    assert (ws / "torch/context.py").read_bytes() == NEW_FILES["torch/context.py"].encode()
+    (ws / "torch/context.py").write_text(NEW_FILES["torch/context.py"].replace("line 3\n", "line 3 fixed\n"))
+    git(ws, "commit", "-q", "-am", "local-first: change torch/context.py\n\nDescription: first\nOrigin: local\n"
+                                   "Forwarded: no\nApplied-Upstream: no\nPatch-Name: local-first")
+    refresh(ws)
+    assert [p.name for p in load_series("9.2.0", root).patches] == ["local-first.patch"]
 
 
 def test_refresh_refuses_a_port_whose_rebase_was_aborted(tmp_path, release):

@@ -123,7 +123,7 @@ def test_workspace_refuses_a_non_empty_folder_and_an_unknown_version(tmp_path, p
     with pytest.raises(OverlayError, match="exists and is not an empty folder"):
         create_workspace("2.5.1", ws, wheel=torch_wheel(), extra=[])
     assert [p.name for p in ws.iterdir()] == ["keep.txt"]
-    with pytest.raises(OverlayError, match=r"no patch series for torch 9\.9\.9 \(supported: 2\.5\.1\)"):
+    with pytest.raises(OverlayError, match=r"no patch series for torch 9\.9\.9 \(supported: 2\.5\.1, .*\)"):
         create_workspace("9.9.9", tmp_path / "ws99", wheel=None, extra=[])
     assert not (tmp_path / "ws99").exists()
     with pytest.raises(OverlayError, match="is not a torch 2.5.1 wheel"):
