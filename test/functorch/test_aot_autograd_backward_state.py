@@ -3,6 +3,7 @@ seq_nr pairing and annotations through aot_function and aot_export_module
 (patches 180251-autograd-backward-state, local-no-state-leaks,
 local-aot-export-joint-meta, local-fwd-bw-autograd-backward)."""
 import sys
+import unittest
 from pathlib import Path
 
 import torch
@@ -224,6 +225,11 @@ class TestNoStateLeaksBetweenCaptures(TestCase):
 
 
 class TestFwBwCopyWithoutPartitionerTags(TestCase):
+    # The series carry this from 2.10 on (local-fwd-bw-autograd-backward). On 2.5.1-2.9.1 the hooks
+    # installed by hand leave the gradient-accumulation stack in place for a backward node whose
+    # forward has no traceback, so its nodes come out is_gradient_acc and pair with nothing.
+    @unittest.skipIf(tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 10),
+                     "a tag-less backward traced by hand is paired by the series from torch 2.10 on")
     def test_autograd_backward_nodes_without_tag_get_forward_custom(self):
         # A backward traced by hand under the stack-trace hooks: its nodes carry
         # autograd_backward and the forward seq_nr, but no partitioner tag.

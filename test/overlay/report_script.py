@@ -26,9 +26,10 @@ class Annotated(nn.Module):
 def main(kind: str, steps: int) -> None:
     torch.manual_seed(0)
     if kind == "mixed":
-        from torch_overlay.demo import HEAD_DIM, HEADS, SEQ_LEN, build_model
+        from torch_overlay.demo import HEAD_DIM, HEADS, SEQ_LEN, build_model, flex_device
 
-        model, x = build_model(), torch.randn(1, SEQ_LEN, HEADS * HEAD_DIM)
+        device = flex_device()  # None: flex backward refused here (torch >= 2.11 on CPU)
+        model, x = build_model(device), torch.randn(1, SEQ_LEN, HEADS * HEAD_DIM, device=device or "cpu")
         compiled = torch.compile(lambda x: model(x) * 0.5, backend="aot_eager")
     else:
         model, x = Annotated(), torch.randn(4, 8)

@@ -172,11 +172,14 @@ def test_unwritable_site_packages_changes_nothing():
         shutil.rmtree(root)
 
 
-def test_unsupported_torch_release_is_refused():
+def test_unsupported_torch_release_is_refused(tmp_path):
     oracle = Path(os.environ.get("TORCH_OVERLAY_ORACLE_PYTHON", REPO / ".venv-oracle" / "bin" / "python"))
     if not oracle.exists():
         pytest.skip(f"no torch 2.13 environment at {oracle}")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # Only 2.5.1's series: torch 2.13 (the oracle, which must never be patched) has none there.
+    patches = tmp_path / "patches"
+    shutil.copytree(REPO / "patches" / "2.5.1", patches / "2.5.1")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TORCH_OVERLAY_PATCHES": str(patches)}
     proc = subprocess.run([str(oracle), "-m", "torch_overlay", "apply"], env=env, capture_output=True, text=True)
     assert proc.returncode == 2
     assert "no patch series for torch 2.13.0 (supported: 2.5.1" in proc.stderr
