@@ -225,11 +225,11 @@ class TestNoStateLeaksBetweenCaptures(TestCase):
 
 
 class TestFwBwCopyWithoutPartitionerTags(TestCase):
-    # The series carry this from 2.10 on (local-fwd-bw-autograd-backward). On 2.5.1-2.9.1 the hooks
-    # installed by hand leave the gradient-accumulation stack in place for a backward node whose
-    # forward has no traceback, so its nodes come out is_gradient_acc and pair with nothing.
-    @unittest.skipIf(tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 10),
-                     "a tag-less backward traced by hand is paired by the series from torch 2.10 on")
+    # Checked to pass on 2.13-2.15 (local-fwd-bw-autograd-backward). Before 2.13 (2.5.1-2.9.1 and 2.10
+    # seen) the hooks installed by hand leave the gradient-accumulation stack in place for a backward
+    # node whose forward has no traceback, so its nodes come out is_gradient_acc and pair with nothing.
+    @unittest.skipIf(tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13),
+                     "a tag-less backward traced by hand is paired by the series from torch 2.13 on")
     def test_autograd_backward_nodes_without_tag_get_forward_custom(self):
         # A backward traced by hand under the stack-trace hooks: its nodes carry
         # autograd_backward and the forward seq_nr, but no partitioner tag.
