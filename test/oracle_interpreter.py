@@ -9,13 +9,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ORACLE_PYTHON = Path(os.environ.get("TORCH_OVERLAY_ORACLE_PYTHON", REPO / ".venv-oracle" / "bin" / "python"))
-# The release the tests run on (the patched torch of this Python), e.g. "2.12.1"; the
-# intended-torch checks compare with it instead of a fixed "2.5.1" (one suite, every release).
-def this_release() -> str:
-    import torch
-
-    return torch.__version__.split("+")[0]
-
 requires_oracle = unittest.skipUnless(
     ORACLE_PYTHON.exists(),
     f"upstream oracle interpreter {ORACLE_PYTHON} does not exist "

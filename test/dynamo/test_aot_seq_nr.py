@@ -22,7 +22,7 @@ from graph_capture import RecordGraphs, meta_rows
 
 # Dynamo of torch >= 2.10 (seen on 2.10-2.12) inlines nn.Module calls, so source_fn names the function
 # (conv2d, linear), and traces fewer detach nodes.
-NEWER_DYNAMO = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 10)
+NEWER_DYNAMO = torch.__version__ >= "2.10"  # TorchVersion: compares as a version
 
 
 class ConvNet(torch.nn.Module):

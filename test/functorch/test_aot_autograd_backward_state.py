@@ -228,7 +228,7 @@ class TestFwBwCopyWithoutPartitionerTags(TestCase):
     # Checked to pass on 2.13-2.15 (local-fwd-bw-autograd-backward). Before 2.13 (2.5.1-2.9.1 and 2.10
     # seen) the hooks installed by hand leave the gradient-accumulation stack in place for a backward
     # node whose forward has no traceback, so its nodes come out is_gradient_acc and pair with nothing.
-    @unittest.skipIf(tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13),
+    @unittest.skipIf(torch.__version__ < "2.13",
                      "a tag-less backward traced by hand is paired by the series from torch 2.13 on")
     def test_autograd_backward_nodes_without_tag_get_forward_custom(self):
         # A backward traced by hand under the stack-trace hooks: its nodes carry

@@ -20,12 +20,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import graph_code_program  # noqa: E402
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json, this_release  # noqa: E402
+from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
 
 PROGRAM = HERE / "graph_code_program.py"
 # 2.10 saves a detach of relu for the backward (2.5.1 detaches twice more in the
 # backward) and writes no space before a summary's "#"; 2.11 also drops the blank last line.
-NEWER_GRAPHS = tuple(int(p) for p in this_release().split(".")[:2]) >= (2, 10)
+NEWER_GRAPHS = torch.__version__ >= "2.10"  # TorchVersion: compares as a version
 
 
 def without_locations(code: str) -> str:
