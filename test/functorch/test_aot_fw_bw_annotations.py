@@ -427,14 +427,72 @@ class TestViewReplay(AnnotationTestCase):
         (cos,) = [n for _, n in call_function_nodes(fw) if op(n) == "aten.cos.default"]
         self.assertIsNone(cos.meta.get("custom"))
         self.assertNotEqual(cos.meta["seq_nr"], view.meta["seq_nr"])
-        index_put = [n for _, n in call_function_nodes(fw) if op(n) == "aten.index_put.default"]
-        self.assertEqual([n.meta["custom"] for n in index_put], [{"pp_stage": 0}])
-        # 2.5.1's C++ indexing writes through a full-slice view here, so autograd
-        # wraps IndexPutBackward in CopySlices, whose fresh seq_nr no forward op has:
-        # the backward index op cannot pair with index_put on this release (2.13
-        # takes no view and pairs them). Forward and view-replay ops are unaffected.
+        (index_put,) = [n for _, n in call_function_nodes(fw) if op(n) == "aten.index_put.default"]
+        self.assertEqual(index_put.meta["custom"], {"pp_stage": 0})
+        # Before 2.13 the C++ indexing writes through a full-slice view, so autograd wraps
+        # IndexPutBackward in CopySlices (local-inplace-view-seq-nr pairs it all the same).
+        (index,) = [n for _, n in call_function_nodes(bw) if op(n) == "aten.index.Tensor"]
+        self.assertEqual(index.meta["seq_nr"], index_put.meta["seq_nr"])
+        self.assertEqual(index.meta["custom"], {"pp_stage": 0})
         self.assertFlagsSane(fw, bw)
 
+
+class TestInplaceOnView(AnnotationTestCase):
+    """Autograd records an in-place op on a view as a CopySlices node wrapping the
+    op's own grad_fn and numbered one past it; the backward ops traced under it
+    still pair with the op's forward node and carry its annotation
+    (local-inplace-view-seq-nr). Upstream (through 2.15) leaves them unpaired."""
+
+    def check_inplace_regions(self, fw, bw, forward_ops):
+        """``forward_ops``: {in-place op's functional target: (its region, an op its
+        backward traces)}. The backward ops taking the forward op's seq_nr include
+        that op and carry the region and source; every backward op pairs with some
+        forward node."""
+        fw_nodes = [n for _, n in call_function_nodes(fw)]
+        forward_seq_nrs = {n.meta["seq_nr"] for n in fw_nodes}
+        ops = bw_ops(bw)
+        self.assertEqual([n.name for _, n in ops if n.meta["seq_nr"] not in forward_seq_nrs], [])
+        for target, (expected_region, derivative) in forward_ops.items():
+            (forward,) = [n for n in fw_nodes if op(n) == target]
+            self.assertEqual(region(forward), expected_region)
+            paired = [n for _, n in ops if n.meta["seq_nr"] == forward.meta["seq_nr"]]
+            self.assertIn(derivative, [op(n) for n in paired])
+            self.assertEqual({n.name: region(n) for n in paired}, {n.name: expected_region for n in paired})
+            for n in paired:
+                self.assertEqual(n.meta["fwd_source_fn_stack"], forward.meta.get("source_fn_stack"), n.name)
+        self.assertFlagsSane(fw, bw)
+
+    def test_inplace_ops_on_views_pair_with_their_forward_ops(self):
+        def f(x, w):
+            y = x.clone()
+            with annotate({"region": "scale"}):
+                y[1:].mul_(w)
+            with annotate({"region": "shift"}):
+                y[:, :2].add_(x[:, 1:])
+            return y.cos()
+
+        fw, bw = record(f, torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True))
+        # add_'s own derivative is the identity: its backward is CopySlices' write-back
+        self.check_inplace_regions(fw, bw, {"aten.mul.Tensor": ("scale", "aten.mul.Tensor"),
+                                            "aten.add.Tensor": ("shift", "aten.slice_scatter.default")})
+
+    def test_inplace_copy_into_a_view_under_dynamo(self):
+        class Scatter(nn.Module):
+            def forward(self, x):
+                y = x * 1
+                with annotate({"region": "scatter"}):
+                    y[:, 1].copy_(x[:, 0].sin())
+                return y.cos()
+
+        recorder = RecordGraphs()
+        torch._dynamo.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.compile(Scatter(), backend=recorder.backend, fullgraph=True)(
+                torch.randn(4, 3, requires_grad=True)).sum().backward()
+        (fw,), (bw,) = recorder.fw_graphs, recorder.bw_graphs
+        # copy_'s derivative for the overwritten view is zeros
+        self.check_inplace_regions(fw, bw, {"aten.copy.default": ("scatter", "aten.zeros_like.default")})
 
 if __name__ == "__main__":
     run_tests()

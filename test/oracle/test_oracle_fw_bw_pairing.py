@@ -34,6 +34,30 @@ class TestOracleFwBwPairing(OracleProgramCase):
         self.assertEqual(case, self.upstream["empty_annotation"])
         self.assertEqual([row[3] for row in case["bw"] if row[2] == 0], [{}, {}])
 
+    def test_index_put_through_a_view_pairs_as_upstream(self):
+        # upstream 2.13 writes without a view; before 2.13 autograd wraps the op in
+        # CopySlices (local-inplace-view-seq-nr): the pairing must come out the same
+        def pairing(case):
+            (index_put,) = [row for row in case["fw"] if row[1] == "aten.index_put.default"]
+            return [(row[1], row[2] == index_put[2], row[3]) for row in case["bw"] if row[1] == "aten.index.Tensor"]
+
+        self.assertEqual(pairing(self.upstream["index_put_on_view"]), [("aten.index.Tensor", True, {"pp_stage": 0})])
+        self.assertEqual(pairing(self.ours["index_put_on_view"]), pairing(self.upstream["index_put_on_view"]))
+
+    def test_inplace_op_on_a_view_pairs_beyond_upstream(self):
+        ours, upstream = self.ours["mul_on_view"], self.upstream["mul_on_view"]
+        self.assertEqual(ours["fw"], upstream["fw"])
+        (mul,) = [row for row in upstream["fw"] if row[1] == "aten.mul.Tensor"]
+        # upstream: the ops traced under CopySlices take its own seq_nr, mul's + 1,
+        # which no forward node has, and so no annotation
+        forward_seq_nrs = {row[2] for row in upstream["fw"]}
+        unpaired = [row for row in upstream["bw"] if row[2] not in forward_seq_nrs]
+        self.assertEqual({(row[2], str(row[3])) for row in unpaired}, {(mul[2] + 1, "None")})
+        self.assertIn("aten.mul.Tensor", [row[1] for row in unpaired])
+        # ours: the same backward graph, those ops paired with mul and annotated as it is
+        expected = [[row[0], row[1], mul[2], mul[3]] if row in unpaired else row for row in upstream["bw"]]
+        self.assertEqual(ours["bw"], expected)
+
 
 if __name__ == "__main__":
     run_tests()

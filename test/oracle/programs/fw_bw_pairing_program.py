@@ -50,10 +50,31 @@ def empty_annotation(x):
     return y.sum()
 
 
+def index_put_on_view(x, idx):
+    """upstream's test_preserve_annotate_replay_view program: an index_put
+    through a view, then a view of the result used outside the block"""
+    with fx_traceback.annotate({"pp_stage": 0}):
+        out = x.new_empty((5, 3))
+        out[idx, :] = x
+        out = out[:-1]
+    return out.cos().sum()
+
+
+def mul_on_view(x):
+    y = x.clone()
+    with fx_traceback.annotate({"region": "scale"}):
+        y[1:].mul_(2)
+    return y.cos().sum()
+
+
 out = {"torch": torch.__version__}
-for name, fn in [("dead_first_forward_node", lambda x: Triple.apply(x).sum()),
-                 ("empty_annotation", empty_annotation)]:
-    fw, bw = capture(fn, torch.randn(3, requires_grad=True))
+for name, fn, args in [
+        ("dead_first_forward_node", lambda x: Triple.apply(x).sum(), ()),
+        ("empty_annotation", empty_annotation, ()),
+        ("index_put_on_view", index_put_on_view, (torch.tensor([2, 0, 3, 1]),)),
+        ("mul_on_view", mul_on_view, ())]:
+    x = torch.randn(*((4, 3) if args else (3,)), requires_grad=True)
+    fw, bw = capture(fn, x, *args)
     base = min(n.meta["seq_nr"] for n in fw.graph.nodes if "seq_nr" in n.meta)
     out[name] = {"fw": rows(fw, base), "bw": rows(bw, base)}
 print(json.dumps(out))
