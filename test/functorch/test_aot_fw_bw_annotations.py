@@ -64,6 +64,14 @@ def record(fn, *args, compile_with=aot_function):
     return recorder.fw_graphs[0], recorder.bw_graphs[0]
 
 
+def compile_with_dynamo(fn, fw_compiler, bw_compiler):
+    """``record``'s compile_with for torch.compile(fullgraph=True) in front of AOTAutograd."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler), fullgraph=True)
+
+
 def bw_ops(bw_graph):
     """Backward nodes of the bw graph (all subgraphs) except gradient accumulation."""
     return [(sub, n) for sub, n in call_function_nodes(bw_graph) if is_backward(n) and not is_gradient_accumulation(n)]
@@ -409,13 +417,7 @@ class TestViewReplay(AnnotationTestCase):
                     out = out[:-1]
                 return out.cos()  # outside the block: the first use of the stale view
 
-        recorder = RecordGraphs()
-        torch._dynamo.reset()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.compile(Unpermute(), backend=recorder.backend, fullgraph=True)(
-                torch.randn(4, 3, requires_grad=True)).sum().backward()
-        (fw,), (bw,) = recorder.fw_graphs, recorder.bw_graphs
+        fw, bw = record(Unpermute(), torch.randn(4, 3, requires_grad=True), compile_with=compile_with_dynamo)
         regenerated = [n for _, n in call_function_nodes(fw) if n.meta.get("is_functional_regenerated")]
         self.assertEqual([op(n) for n in regenerated], ["aten.slice.Tensor"])
         (view,) = regenerated
@@ -484,13 +486,7 @@ class TestInplaceOnView(AnnotationTestCase):
                     y[:, 1].copy_(x[:, 0].sin())
                 return y.cos()
 
-        recorder = RecordGraphs()
-        torch._dynamo.reset()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.compile(Scatter(), backend=recorder.backend, fullgraph=True)(
-                torch.randn(4, 3, requires_grad=True)).sum().backward()
-        (fw,), (bw,) = recorder.fw_graphs, recorder.bw_graphs
+        fw, bw = record(Scatter(), torch.randn(4, 3, requires_grad=True), compile_with=compile_with_dynamo)
         # copy_'s derivative for the overwritten view is zeros
         self.check_inplace_regions(fw, bw, {"aten.copy.default": ("scatter", "aten.zeros_like.default")})
 
