@@ -490,5 +490,6 @@ class TestInplaceOnView(AnnotationTestCase):
         # copy_'s derivative for the overwritten view is zeros
         self.check_inplace_regions(fw, bw, {"aten.copy.default": ("scatter", "aten.zeros_like.default")})
 
+
 if __name__ == "__main__":
     run_tests()

@@ -68,13 +68,16 @@ def mul_on_view(x):
 
 
 out = {"torch": torch.__version__}
+def leaf(*shape):
+    return torch.randn(*shape, requires_grad=True)
+
+
 for name, fn, args in [
-        ("dead_first_forward_node", lambda x: Triple.apply(x).sum(), ()),
-        ("empty_annotation", empty_annotation, ()),
-        ("index_put_on_view", index_put_on_view, (torch.tensor([2, 0, 3, 1]),)),
-        ("mul_on_view", mul_on_view, ())]:
-    x = torch.randn(*((4, 3) if args else (3,)), requires_grad=True)
-    fw, bw = capture(fn, x, *args)
+        ("dead_first_forward_node", lambda x: Triple.apply(x).sum(), (leaf(3),)),
+        ("empty_annotation", empty_annotation, (leaf(3),)),
+        ("index_put_on_view", index_put_on_view, (leaf(4, 3), torch.tensor([2, 0, 3, 1]))),
+        ("mul_on_view", mul_on_view, (leaf(4, 3),))]:
+    fw, bw = capture(fn, *args)
     base = min(n.meta["seq_nr"] for n in fw.graph.nodes if "seq_nr" in n.meta)
     out[name] = {"fw": rows(fw, base), "bw": rows(bw, base)}
 print(json.dumps(out))
