@@ -7,6 +7,8 @@ wheel's RECORD). Every measurement is a fresh process; vanilla and patched runs
 alternate (order flipped every pair) so drift of this noisy machine hits both
 alike, and only ratios measured in this one run are printed.
 Targets: compile patched/vanilla <= 1.02, step <= 1.01, tracing peak memory <= 1.02.
+compile_cpu_s is the compile in process CPU time (the workload runs one thread):
+on a busy machine it leaves out the waits for a core that spoil compile_s.
 
 Two more memory rows say where the memory goes: the patched torch tracing the
 same model with its annotate blocks replaced by null contexts (the cost of the
@@ -29,7 +31,7 @@ sys.path.insert(0, str(HERE.parent / "test" / "overlay"))
 from scratch_torch import VENV, ScratchTorch  # noqa: E402
 
 CONFIGS = [("aot_eager", "flex"), ("inductor", "sdpa")]
-TARGETS = {"compile_s": 1.02, "step_s": 1.01, "peak_trace_bytes": 1.02}
+TARGETS = {"compile_s": 1.02, "compile_cpu_s": 1.02, "step_s": 1.01, "peak_trace_bytes": 1.02}
 
 
 def run(python, backend, attention, layers, cache_dir, memory=False, annotate=True):
@@ -71,7 +73,7 @@ def main():
             memory = {name: run(py, backend, attention, a.layers, caches[name], memory=True)
                       for name, py in envs.items()}
             config = f"{backend}+{attention}"
-            for metric in ("compile_s", "step_s", "peak_trace_bytes"):
+            for metric in ("compile_s", "compile_cpu_s", "step_s", "peak_trace_bytes"):
                 if metric == "peak_trace_bytes":
                     v, p = memory["vanilla"][metric], memory["patched"][metric]
                 else:

@@ -6,6 +6,7 @@ run_decompositions() and torch.export.save/load.  save/load gives custom back eq
 of the same types, or save fails naming the node, the annotation key and the type.
 """
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -135,17 +136,34 @@ class SaveLoadCustomExactlyTests(TestCase):
         for fragment in ("node linear", "Nothing was written") + fragments:
             self.assertIn(fragment, message)
 
-    def test_tuple_value_fails_naming_key_and_type(self):
-        self.assertSaveFails({"stage": 0, "mesh": (0, 1)}, "annotation key 'mesh'", "of type tuple")
+    def test_int_keys_and_tuples_come_back_exactly(self):
+        custom = {3: "x", "mesh": (0, 1), "cfg": [1, (2, 3)], "buckets": {0: "a", (1, 2): [None, ()]},
+                  2.5: {True: {}}, None: [[]]}
+        self.assertEqual(typed(self.loaded_custom(custom)), typed(custom))
 
-    def test_tuple_nested_in_a_list_fails(self):
-        self.assertSaveFails({"cfg": [1, (2, 3)]}, "annotation key 'cfg'", "of type tuple at 'cfg'[1]")
+    def test_a_key_named_like_the_typed_form_comes_back_exactly(self):
+        for custom in ({"__typed_custom__": ["dict", []]}, {"__typed_custom__": (1,), 0: 1}):
+            self.assertEqual(typed(self.loaded_custom(custom)), typed(custom))
 
-    def test_int_key_inside_a_value_fails(self):
-        self.assertSaveFails({"buckets": {0: "a"}}, "annotation key 'buckets'", "dict key of type int (0)")
+    def test_plain_json_custom_is_saved_as_plain_json(self):
+        # the form upstream writes and reads: only custom that JSON would change is saved typed
+        from torch._export.serde.serialize import serialize
 
-    def test_int_annotation_key_fails(self):
-        self.assertSaveFails({3: "x"}, "annotation key 3 is of type int")
+        custom = {"s": "a", "l": [1, {"k": None}]}
+        program = json.loads(serialize(self.exported(custom)).exported_program)
+        saved = [node["metadata"]["custom"] for node in program["graph_module"]["graph"]["nodes"]
+                 if "custom" in node["metadata"]]
+        self.assertIn(json.dumps(custom), saved)
+
+    def test_unsaveable_key_inside_a_value_fails(self):
+        self.assertSaveFails({"buckets": {frozenset(): "a"}}, "annotation key 'buckets'",
+                             "a value of type frozenset at a key of 'buckets'")
+
+    def test_unsaveable_annotation_key_fails(self):
+        self.assertSaveFails({frozenset(): "x"}, "annotation key frozenset() is of type frozenset")
+
+    def test_unsaveable_value_nested_in_a_tuple_fails(self):
+        self.assertSaveFails({"cfg": [1, (2, {3})]}, "annotation key 'cfg'", "of type set at 'cfg'[1][1]")
 
     def test_non_str_leaf_fails(self):
         class Tag(str):
@@ -155,9 +173,12 @@ class SaveLoadCustomExactlyTests(TestCase):
 
     def test_graph_level_custom_is_checked_too(self):
         ep = self.exported({"ok": 1})
-        ep.graph_module.meta["custom"] = {"mesh": (0, 1)}
-        with self.assertRaisesRegex(SerializeError, r"the graph: annotation key 'mesh' holds a value of type tuple"):
+        ep.graph_module.meta["custom"] = {"mesh": {0, 1}}
+        with self.assertRaisesRegex(SerializeError, r"the graph: annotation key 'mesh' holds a value of type set"):
             torch.export.save(ep, io.BytesIO())
+        ep.graph_module.meta["custom"] = {0: ("mesh",)}
+        loaded = round_trip(ep)
+        self.assertEqual(typed(loaded.graph_module.meta["custom"]), typed({0: ("mesh",)}))
 
 
 ORACLE_SNIPPET = """
