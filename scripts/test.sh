@@ -20,4 +20,11 @@ if ! .venv-oracle/bin/python -c 'import torch' 2>/dev/null; then
   python3 -m venv .venv-oracle
   .venv-oracle/bin/pip install -q torch==2.13.0 numpy pytest expecttest
 fi
+if ! command -v chromium > /dev/null; then
+  # The report test loads the page in headless Chromium (Debian's chromium); it fails, not skips, without it.
+  echo "== installing Debian's chromium (the report test's browser)"
+  { apt-get install -y -q chromium > build/chromium-install.log 2>&1 \
+    || { apt-get update -q && apt-get install -y -q chromium; } >> build/chromium-install.log 2>&1; } \
+    || echo "== could not install chromium (see build/chromium-install.log; needs root): the report's browser test will fail"
+fi
 exec .venv/bin/python -m pytest -q "$@"
