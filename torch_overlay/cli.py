@@ -9,9 +9,12 @@ from pathlib import Path
 from .errors import OverlayError
 
 
-def _cmd_status(args) -> str:
+def _cmd_status(args) -> tuple[str, int]:
+    import json
+
     from .inplace import status
-    return status().render()
+    found = status()
+    return (json.dumps(found.as_json(), indent=1) if args.json else found.render()), found.exit_code
 
 
 def _cmd_apply(args) -> str:
@@ -60,7 +63,13 @@ def _cmd_report(args) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="torch-overlay", description="Backport upstream FX annotation tracing onto released torch.")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("status", help="torch version and location, the series for it, what is applied, modified files").set_defaults(fn=_cmd_status)
+    st = sub.add_parser(
+        "status", help="torch version and location, the series for it, what is applied, modified files",
+        description="Exit status: 0 when torch is consistent (pristine, or patched by the current series of its "
+                    "release); 1 when it needs action (a problem, files differing from RECORD, an older series "
+                    "applied; the output names the command to run); 2 for usage errors.")
+    st.add_argument("--json", action="store_true", help="print the status as one JSON object, for scripts")
+    st.set_defaults(fn=_cmd_status)
     a = sub.add_parser("apply", help="patch the torch of this Python in place")
     a.add_argument("--force", action="store_true", help="patch target files even if they differ from the wheel's RECORD")
     a.set_defaults(fn=_cmd_apply)
@@ -114,6 +123,7 @@ def main(argv=None) -> int:
     except OverlayError as e:
         print(e.render(), file=sys.stderr)
         return 2
+    out, code = out if isinstance(out, tuple) else (out, 0)
     if out:
         print(out)
-    return 0
+    return code

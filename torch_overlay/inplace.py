@@ -27,18 +27,35 @@ raise ImportError(
 """
 
 
+# status exit codes (documented in --help and the README)
+STATUS_CONSISTENT = 0   # pristine, or fully patched by the current series of a known release
+STATUS_NEEDS_ACTION = 1  # the output names the command to run
+# 2: usage errors and refusals, as for every command
+
+
 @dataclass
 class Status:
     installation: TorchInstallation
+    version: str | None       # None when torch's METADATA does not say (a problem says why)
     series: Series | None
     applied: dict | None
     modified: dict[str, str]  # series targets not as RECORD lists them -> what is wrong
     recovered: str | None     # what recovery did, if anything
     problems: list[OverlayError]  # what status could not deal with (the other commands refuse on these)
 
+    @property
+    def outdated(self) -> bool:
+        """An applied overlay that is not the current series of this release."""
+        return bool(self.applied) and (self.series is None or self.applied["series_digest"] != self.series.digest)
+
+    @property
+    def exit_code(self) -> int:
+        needs_action = self.problems or self.modified or self.outdated
+        return STATUS_NEEDS_ACTION if needs_action else STATUS_CONSISTENT
+
     def render(self) -> str:
         inst = self.installation
-        lines = [f"torch {inst.version} at {inst.site / 'torch'}"]
+        lines = [f"torch {self.version or '(unknown version)'} at {inst.site / 'torch'}"]
         if self.recovered:
             lines.append(f"recovered: {self.recovered}")
         for problem in self.problems:
@@ -51,17 +68,33 @@ class Status:
             lines.append(f"series: patches/{self.series.version} ({len(self.series.patches)} patches, {self.series.label})")
             lines += self._behaviour_lines()
         if self.applied:
-            current = self.series is not None and self.applied["series_digest"] == self.series.digest
             lines.append("applied: " + ", ".join(self.applied["patches"])
-                         + ("" if current else "  (an older series: run 'torch-overlay apply' to update)"))
+                         + ("  (an older series: run 'torch-overlay apply' to update)" if self.outdated else ""))
         elif not self.problems:
             lines.append("applied: none")
         if self.modified:
             lines.append("files differing from RECORD: " + ", ".join(
                 p if why == DIFFERS else f"{p} ({why})" for p, why in self.modified.items()))
+            lines.append("  to do: 'torch-overlay apply --force' patches them as they are; "
+                         f"reinstalling torch ({inst.reinstall_command}) puts the release's files back")
         elif not self.problems:
             lines.append("files differing from RECORD: none")
         return "\n".join(lines)
+
+    def as_json(self) -> dict:
+        """What ``status --json`` prints: the same facts as render(), for scripts."""
+        return {
+            "exit_code": self.exit_code,
+            "torch_version": self.version,
+            "torch_location": str(self.installation.site / "torch"),
+            "series": self.series and {"release": self.series.version, "label": self.series.label,
+                                       "patches": [p.name for p in self.series.patches]},
+            "applied": self.applied and {"release": self.applied["torch_version"], "label": self.applied["label"],
+                                         "patches": self.applied["patches"], "current": not self.outdated},
+            "modified": self.modified,
+            "recovered": self.recovered,
+            "problems": [{"what": e.what, "unchanged": e.unchanged, "todo": e.todo} for e in self.problems],
+        }
 
     def _behaviour_lines(self) -> list[str]:
         found = behaviours(self.series)
@@ -80,7 +113,7 @@ def _recover(inst: TorchInstallation) -> str | None:
         return recover(inst.dist_info)
     except JournalError as e:
         if "reinstall the package" in e.todo:
-            e.todo = (f"reinstall torch: pip install --force-reinstall --no-deps torch=={inst.release}, "
+            e.todo = (f"reinstall torch: {inst.reinstall_command}, "
                       f"then remove {inst.dist_info / 'overlay-txn'}")
         raise
 
@@ -101,7 +134,12 @@ def status() -> Status:
         except OverlayError as e:  # report it; changing nothing is all status can do
             recovered, problems = None, [e]
         try:
-            series = load_series(inst.release)
+            version = inst.version
+        except OverlayError as e:
+            version = None
+            problems.append(e)
+        try:
+            series = load_series(inst.release) if version else None
         except OverlayError:
             series = None
         targets = series.touched if series else []
@@ -117,7 +155,7 @@ def status() -> Status:
         except OverlayError as e:
             modified = {}
             problems.append(e)
-        return Status(inst, series, applied, modified, recovered, problems)
+        return Status(inst, version, series, applied, modified, recovered, problems)
 
 
 def _refuse_unfit(inst: TorchInstallation, series: Series, force: bool) -> bool:
@@ -259,7 +297,7 @@ def revert() -> str:
 
 
 def _saved_original(inst: TorchInstallation, path: str, expected: str) -> bytes:
-    todo = f"reinstall torch: pip install --force-reinstall --no-deps torch=={inst.release}"
+    todo = f"reinstall torch: {inst.reinstall_command}"
     try:
         data = inst.pristine_copy(path).read_bytes()
     except OSError as e:

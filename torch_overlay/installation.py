@@ -50,11 +50,32 @@ class TorchInstallation:
 
     @property
     def version(self) -> str:
-        return self.metadata["Version"]
+        path = self.dist_info / "METADATA"
+        try:
+            version = self.metadata["Version"]
+        except (OSError, UnicodeDecodeError) as e:
+            why = getattr(e, "strerror", None) or str(e)
+        else:
+            if isinstance(version, str) and version.strip():
+                return version.strip()
+            why = "it has no Version: header"
+        raise OverlayError(f"cannot tell torch's version from {path}: {why}",
+                           unchanged="nothing was changed",
+                           todo="reinstall torch with pip so its installation metadata is complete: "
+                                "pip install --force-reinstall --no-deps torch==<the release you use>") from None
 
     @property
     def release(self) -> str:
         return base_version(self.version)
+
+    @property
+    def reinstall_command(self) -> str:
+        """The pip command that puts the pristine release back (also when METADATA is damaged)."""
+        try:
+            release = self.release
+        except OverlayError:
+            release = "<the release you use>"
+        return f"pip install --force-reinstall --no-deps torch=={release}"
 
     @property
     def record_path(self) -> Path:
@@ -68,7 +89,7 @@ class TorchInstallation:
             raise OverlayError(
                 f"cannot read torch's installation record {self.record_path}: {getattr(e, 'strerror', None) or e}",
                 unchanged="nothing was changed",
-                todo=f"reinstall torch: pip install --force-reinstall --no-deps torch=={self.release}") from None
+                todo=f"reinstall torch: {self.reinstall_command}") from None
 
     def relpath(self, path: Path) -> str:
         return path.relative_to(self.site).as_posix()
@@ -86,9 +107,9 @@ class TorchInstallation:
             state = json.loads(p.read_bytes())
             files = state["files"]
             ok = (all(isinstance(state[k], str) for k in ("torch_version", "series_digest", "label"))
-                  and isinstance(state["patches"], list) and isinstance(files, dict)
-                  and all(isinstance(f, dict) and {"pristine", "patched", "record_line"} <= f.keys()
-                          for f in files.values()))
+                  and isinstance(state["patches"], list) and all(isinstance(x, str) for x in state["patches"])
+                  and isinstance(state.get("forced", False), bool)
+                  and isinstance(files, dict) and all(_file_entry_ok(f) for f in files.values()))
         except (OSError, ValueError, TypeError, KeyError) as e:
             ok, why = False, getattr(e, "strerror", None) or f"{type(e).__name__}: {e}"
         else:
@@ -97,8 +118,7 @@ class TorchInstallation:
             raise OverlayError(
                 f"the overlay state {p} is unreadable ({why})",
                 unchanged="nothing was changed",
-                todo=f"reinstall torch, which also removes the overlay state: "
-                     f"pip install --force-reinstall --no-deps torch=={self.release}")
+                todo=f"reinstall torch, which also removes the overlay state: {self.reinstall_command}")
         return state
 
     def pristine_copy(self, path: str) -> Path:
@@ -121,6 +141,20 @@ class TorchInstallation:
     def modified_files(self, paths: list[str]) -> list[str]:
         """Those of ``paths`` that are not as RECORD lists them (missing counts)."""
         return list(self.file_problems(paths))
+
+
+def _is_hash(value) -> bool:
+    return isinstance(value, str) and value.startswith("sha256=")
+
+
+def _file_entry_ok(entry) -> bool:
+    """One ``files`` entry of applied.json: the patched file's hash, and the pristine file's hash and RECORD
+    line, both None for a file the series created."""
+    if not isinstance(entry, dict) or not {"pristine", "patched", "record_line"} <= entry.keys():
+        return False
+    created = entry["pristine"] is None
+    return (_is_hash(entry["patched"]) and (created or _is_hash(entry["pristine"]))
+            and (isinstance(entry["record_line"], str) or created and entry["record_line"] is None))
 
 
 def _metadata_name(dist_info: Path) -> str | None:

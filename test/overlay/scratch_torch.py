@@ -75,16 +75,18 @@ class ScratchTorch:
     def python(self) -> Path:
         return self.venv / "bin" / "python"
 
-    def run(self, *args, env=None, check=False, user=None) -> subprocess.CompletedProcess:
-        """``python -m torch_overlay ARGS`` with the scratch interpreter."""
+    def run(self, *args, env=None, check=False, user=None, rc=None) -> subprocess.CompletedProcess:
+        """``python -m torch_overlay ARGS`` with the scratch interpreter; ``check``: it must exit 0,
+        ``rc``: it must exit with that status."""
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_OVERLAY_")}
         full_env.update(env or {})
         cmd = [str(self.python), "-m", "torch_overlay", *args]
         if user is not None:
             cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
         proc = subprocess.run(cmd, env=full_env, capture_output=True, text=True)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        expected = 0 if check else rc
+        if expected is not None and proc.returncode != expected:
+            raise AssertionError(f"{args} exited {proc.returncode}, not {expected}:\n{proc.stdout}\n{proc.stderr}")
         return proc
 
     def snapshot(self) -> dict[str, bytes]:

@@ -139,7 +139,7 @@ def test_immutable_target_is_refused_before_anything_changes(lab, scratch, what)
 def test_missing_record(scratch):
     (scratch.dist_info / "RECORD").unlink()
     refused(scratch.run("apply"), "cannot read torch's installation record", "reinstall torch")
-    assert "problem: cannot read torch's installation record" in scratch.run("status", check=True).stdout
+    assert "problem: cannot read torch's installation record" in scratch.run("status", rc=1).stdout
 
 
 def test_apply_force_with_a_deleted_target(lab, scratch):
@@ -165,11 +165,57 @@ def test_damaged_applied_json_is_reported_not_fatal(lab, scratch, content):
     lab[4].restore()
     (scratch.dist_info / "overlay" / "applied.json").write_bytes(content)
     before = snapshot(scratch)
-    out = scratch.run("status", check=True).stdout
+    out = scratch.run("status", rc=1).stdout
     assert "problem: the overlay state" in out and "is unreadable" in out
     for command in ("apply", "revert"):
         refused(scratch.run(command), "the overlay state", "is unreadable", "pip install --force-reinstall")
     assert snapshot(scratch) == before
+
+
+@pytest.mark.parametrize("field, value", [("pristine", 5), ("patched", None), ("record_line", ["x"])])
+def test_applied_json_with_a_field_of_the_wrong_type_is_named(lab, scratch, field, value):
+    """Well-formed JSON whose per-file hash is the integer 5 (or another wrong type) is damage, not
+    state: status says so (exit 1) and apply/revert refuse, instead of "already applied"."""
+    lab[4].restore()
+    path = scratch.dist_info / "overlay" / "applied.json"
+    state_json = json.loads(path.read_text())
+    state_json["files"]["torch/_dynamo/guards.py"][field] = value
+    path.write_text(json.dumps(state_json))
+    before = snapshot(scratch)
+    out = scratch.run("status", rc=1).stdout
+    assert f"problem: the overlay state {path} is unreadable" in out
+    for command in ("apply", "revert"):
+        refused(scratch.run(command), f"the overlay state {path} is unreadable")
+    assert snapshot(scratch) == before
+
+
+def test_metadata_without_a_version_is_named(scratch):
+    metadata = scratch.dist_info / "METADATA"
+    metadata.write_text("".join(l for l in metadata.read_text().splitlines(keepends=True)
+                                if not l.startswith("Version:")))
+    before = snapshot(scratch)
+    proc = scratch.run("status", rc=1)
+    assert f"problem: cannot tell torch's version from {metadata}: it has no Version: header" in proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    refused(scratch.run("apply"), f"cannot tell torch's version from {metadata}", "pip install --force-reinstall")
+    proc = scratch.run("revert", check=True)  # revert needs no version: here there is nothing to revert
+    assert "nothing to revert" in proc.stdout and "Traceback" not in proc.stderr
+    assert snapshot(scratch) == before
+
+
+def test_status_json_and_exit_codes(scratch):
+    """0 for a consistent torch (pristine, fully patched), 1 for one that needs action, with --json."""
+    pristine = json.loads(scratch.run("status", "--json", check=True).stdout)
+    assert pristine["exit_code"] == 0 and pristine["applied"] is None and pristine["problems"] == []
+    assert pristine["torch_version"] == "2.5.1" and pristine["series"]["release"] == "2.5.1"
+    scratch.run("apply", check=True)
+    patched = json.loads(scratch.run("status", "--json", check=True).stdout)
+    assert patched["applied"]["current"] is True and patched["applied"]["patches"] == patched["series"]["patches"]
+    traceback_py = scratch.site / "torch/fx/traceback.py"
+    traceback_py.write_bytes(traceback_py.read_bytes() + b"# local edit\n")
+    modified = json.loads(scratch.run("status", "--json", rc=1).stdout)
+    assert modified["exit_code"] == 1 and modified["modified"] == {"torch/fx/traceback.py": "differs from RECORD"}
+    assert "to do: 'torch-overlay apply --force'" in scratch.run("status", rc=1).stdout
 
 
 @pytest.mark.parametrize("content", [b"", b"{not json", b'{"format": 1, "root": "/", "moves": []}',
@@ -178,7 +224,7 @@ def test_damaged_journal_is_reported_not_fatal(lab, scratch, content):
     assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "move:3"}).returncode == -signal.SIGKILL
     (scratch.dist_info / "overlay-txn" / "journal.json").write_bytes(content)
     before = snapshot(scratch)
-    out = scratch.run("status", check=True).stdout
+    out = scratch.run("status", rc=1).stdout
     assert "problem: the journal of an interrupted torch-overlay command" in out
     for command in ("apply", "revert", "demo"):
         refused(scratch.run(command), "is unreadable", "pip install --force-reinstall --no-deps torch==2.5.1",
@@ -189,7 +235,7 @@ def test_damaged_journal_is_reported_not_fatal(lab, scratch, content):
 def test_staging_folder_name_taken_by_a_file(scratch):
     (scratch.dist_info / "overlay-txn").write_text("mine\n")
     before = snapshot(scratch)
-    assert "problem: " in scratch.run("status", check=True).stdout
+    assert "problem: " in scratch.run("status", rc=1).stdout
     refused(scratch.run("apply"), "overlay-txn is in the way", "rm ")
     assert snapshot(scratch) == before
 
@@ -225,7 +271,7 @@ def test_status_without_write_access_reports_the_pending_command(lab, scratch):
     assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "move:3"}).returncode == -signal.SIGKILL
     before = snapshot(scratch)
     proc = scratch.run("status", user=65534)
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr  # needs action
     assert "problem: a torch-overlay command was interrupted after its commit point" in proc.stdout
     assert "as the user that owns this environment" in proc.stdout
     assert snapshot(scratch) == before
@@ -285,7 +331,7 @@ def test_deleted_and_modified_files_are_told_apart(scratch):
     (scratch.site / "torch/fx/proxy.py").unlink()
     traceback_py = scratch.site / "torch/fx/traceback.py"
     traceback_py.write_bytes(traceback_py.read_bytes() + b"# local edit\n")
-    out = scratch.run("status", check=True).stdout
+    out = scratch.run("status", rc=1).stdout
     assert "files differing from RECORD: torch/fx/traceback.py, torch/fx/proxy.py (missing)\n" in out + "\n"
     err = refused(scratch.run("apply"), "missing (deleted after installation?): torch/fx/proxy.py")
     assert "modified locally" not in err
