@@ -123,6 +123,11 @@ def main(argv=None) -> int:
     except OverlayError as e:
         print(e.render(), file=sys.stderr)
         return 2
+    except OSError as e:  # not foreseen by the command: one line, not a traceback
+        where = f" ({e.filename})" if e.filename else ""
+        print(OverlayError(f"{e.strerror or e}{where}", todo="see 'torch-overlay status' for what the installation "
+                           "holds now").render(), file=sys.stderr)
+        return 2
     out, code = out if isinstance(out, tuple) else (out, 0)
     if out:
         print(out)

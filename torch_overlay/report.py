@@ -14,7 +14,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from .errors import OverlayError
+from .errors import OverlayError, check_output_location
 
 def split_trailing_options(script_args: list, output: str, fail_on_unannotated: bool):
     """(script args, output, fail_on_unannotated) with the report's own options peeled off
@@ -86,6 +86,7 @@ def main(args) -> str:
     rank, world = rank_info()
     prefix = "report: " if rank is None else f"report [rank {rank}/{world}]: "
     out = output_path(output, rank)
+    check_output_location(out, "the report", unchanged="the script was not run; no report was written")
 
     import torch
 

@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
-from .errors import OverlayError
+from .errors import OverlayError, check_output_location
 from .installation import TorchInstallation, base_version
 from .port import (MOVED_FILES, PRISTINE_TAG, applies_unchanged, base_tag, follow_moves, moved_paths, port_report,
                    render_report, series_branch)
@@ -116,6 +116,7 @@ def create_workspace(version: str, dir: Path, wheel: Path | None = None, extra: 
     if dir.exists() and (not dir.is_dir() or any(dir.iterdir())):
         raise OverlayError(f"{dir} exists and is not an empty folder", unchanged=f"{dir} was not touched",
                            todo="pass a new folder")
+    check_output_location(dir, "the workspace", unchanged="nothing was created")
     extras = [_repository_path(p) for p in extra]
     targets = [p for p in series.touched if p not in series.created]
     read_old = _pristine_reader(old, from_wheel_path if porting else wheel, "--from-wheel" if porting else "--wheel")

@@ -85,6 +85,21 @@ def test_missing_script_is_an_error_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_output_under_a_file_is_refused_before_the_script_runs(tmp_path):
+    """An output path that cannot be created is an error before the script runs (it used to run the whole
+    script, then fail with FileExistsError)."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("mine\n")
+    marker = tmp_path / "ran"
+    script = tmp_path / "script.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    proc = report_cli(script, "-o", blocker / "r.html", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith(f"error: cannot write the report {blocker / 'r.html'}: {blocker} is not a folder")
+    assert "unchanged: the script was not run; no report was written" in proc.stderr
+    assert not marker.exists() and blocker.read_text() == "mine\n"
+
+
 def test_trailing_report_options_are_peeled_off_the_script_args():
     assert split_trailing_options(["a", "-o", "x.html", "--fail-on-unannotated"], "report.html", False) == \
         (["a"], "x.html", True)

@@ -128,6 +128,10 @@ def test_workspace_refuses_a_non_empty_folder_and_an_unknown_version(tmp_path, p
     assert not (tmp_path / "ws99").exists()
     with pytest.raises(OverlayError, match="is not a torch 2.5.1 wheel"):
         create_workspace("2.5.1", tmp_path / "ws2", wheel=tmp_path / "ws" / "keep.txt", extra=[])
+    with pytest.raises(OverlayError, match=f"cannot write the workspace {tmp_path / 'ws' / 'keep.txt' / 'w'}: "
+                                           f"{tmp_path / 'ws' / 'keep.txt'} is not a folder"):
+        create_workspace("2.5.1", tmp_path / "ws" / "keep.txt" / "w", wheel=torch_wheel(), extra=[])
+    assert [p.name for p in ws.iterdir()] == ["keep.txt"] and (ws / "keep.txt").read_text() == "mine\n"
     empty = tmp_path / "empty"
     empty.mkdir()
     create_workspace("2.5.1", empty, wheel=torch_wheel(), extra=[])
