@@ -24,7 +24,7 @@ def _cmd_apply(args) -> str:
 
 def _cmd_revert(args) -> str:
     from .inplace import revert
-    return revert()
+    return revert(force=args.force)
 
 
 def _cmd_rebuild_wheel(args) -> str:
@@ -71,9 +71,13 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true", help="print the status as one JSON object, for scripts")
     st.set_defaults(fn=_cmd_status)
     a = sub.add_parser("apply", help="patch the torch of this Python in place")
-    a.add_argument("--force", action="store_true", help="patch target files even if they differ from the wheel's RECORD")
+    a.add_argument("--force", action="store_true", help="patch target files even if they differ from the wheel's "
+                   "RECORD, and while other processes have this torch loaded (with a warning)")
     a.set_defaults(fn=_cmd_apply)
-    sub.add_parser("revert", help="restore the patched files byte for byte").set_defaults(fn=_cmd_revert)
+    rv = sub.add_parser("revert", help="restore the patched files byte for byte")
+    rv.add_argument("--force", action="store_true", help="revert while other processes have this torch loaded "
+                    "(with a warning)")
+    rv.set_defaults(fn=_cmd_revert)
     w = sub.add_parser("rebuild-wheel", help="write a copy of a torch wheel with the series applied")
     w.add_argument("wheel")
     w.add_argument("-o", "--output", required=True, help="folder for the new wheel")

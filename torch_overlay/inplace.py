@@ -11,6 +11,7 @@ from .behaviours import behaviours
 from .build import build_patched
 from .errors import OverlayError, warn
 from .installation import DIFFERS, MISSING, NOT_IN_RELEASE, STATE_DIR, STATE_FILE, TorchInstallation
+from .live_processes import refuse_while_loaded
 from .record import Record, record_hash
 from .series import Series, load_series
 from .transaction import Barrier, JournalError, Transaction, exclusive_lock, failpoint, recover
@@ -193,6 +194,8 @@ def apply(force: bool = False) -> str:
     with exclusive_lock(inst.dist_info):
         messages = [m for m in [_recover(inst)] if m]
         applied = inst.applied_state()
+        if series.patches or applied:
+            refuse_while_loaded(inst.site / "torch", "torch-overlay apply", force)
         if not series.patches:  # every behaviour is native to this release
             if applied:
                 messages.append(_revert_locked(inst, applied))
@@ -285,13 +288,14 @@ def _install(inst: TorchInstallation, series: Series, patched: dict[str, bytes],
     _commit(txn)
 
 
-def revert() -> str:
+def revert(force: bool = False) -> str:
     inst = TorchInstallation.of_running_interpreter()
     with exclusive_lock(inst.dist_info):
         messages = [m for m in [_recover(inst)] if m]
         state = inst.applied_state()
         if not state:
             return "\n".join(messages + ["nothing to revert: no overlay is applied to this torch"])
+        refuse_while_loaded(inst.site / "torch", "torch-overlay revert", force)
         messages.append(_revert_locked(inst, state))
         return "\n".join(messages)
 

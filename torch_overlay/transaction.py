@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -46,7 +47,7 @@ JOURNAL_NAME = "journal.json"
 ROLLBACK_NAME = "rollback"  # present: the moves are being undone
 PROBES_NAME = "probes"      # the probe files check_replaceable() may create, for recovery to remove
 DONE_NAME = "done"          # the journal, renamed once every move is made: only clean-up is left
-JOURNAL_FORMAT = 1
+JOURNAL_FORMAT = 2  # 2: each move also records what its target holds before and after it
 FAILPOINT_ENV = "TORCH_OVERLAY_FAILPOINT"
 _FAULTS = {"enospc": errno.ENOSPC, "eperm": errno.EPERM}
 
@@ -116,6 +117,22 @@ class _Move:
     target: str          # relative to the root
     staged: str | None   # name in the staging folder to move there; None: remove the target
     existed: bool        # the target existed before this move (when not, undoing it removes the target)
+    # What the target holds before and after this move (_fingerprint); "" in a journal that did not record it.
+    before: str | None = ""
+    after: str | None = ""
+
+
+def _fingerprint(path: Path) -> str | None:
+    """None for an absent path, "dir" for a folder, else the sha256 of the file's bytes."""
+    if not os.path.lexists(path):
+        return None
+    if path.is_dir() and not path.is_symlink():
+        return "dir"
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class JournalDiscarded(JournalError):
+    """A pending journal that no longer describes the files (something replaced them since): dropped."""
 
 
 @dataclass(frozen=True)
@@ -211,12 +228,13 @@ class Transaction:
                 last = [(target, self._stage(lambda path: _keep(self.root / target, path)))]
             stub = self._stage(lambda path: write_file_durably(path, self.barrier.stub))
             planned = [(target, stub)] + [m for m in planned if m[0] != target] + last
-        exists: dict[str, bool] = {}
+        holds: dict[str, str | None] = {}  # what each target holds after the moves planned so far
         moves = []
         for target, staged in planned:
-            existed = exists.get(target, os.path.lexists(self.root / target))
-            moves.append(_Move(target, staged, existed))
-            exists[target] = staged is not None
+            before = holds[target] if target in holds else _fingerprint(self.root / target)
+            after = _fingerprint(self.staging / staged) if staged is not None else None
+            moves.append(_Move(target, staged, before is not None, before, after))
+            holds[target] = after
         return moves
 
     def commit(self) -> list[str]:
@@ -228,7 +246,7 @@ class Transaction:
             check_replaceable(self.root, self.staging, [m.target for m in moves])
             failpoint("probed")
             journal = {"format": JOURNAL_FORMAT, "root": os.path.relpath(self.root, self.staging),
-                       "moves": [[m.target, m.staged, m.existed] for m in moves]}
+                       "moves": [[m.target, m.staged, m.existed, m.before, m.after] for m in moves]}
             tmp = self.staging / (JOURNAL_NAME + ".tmp")
             write_file_durably(tmp, json.dumps(journal).encode())
             os.replace(tmp, self.staging / JOURNAL_NAME)
@@ -427,20 +445,57 @@ def _read_journal(staging: Path) -> tuple[Path, list[_Move]]:
         journal = json.loads(path.read_bytes())
     except (OSError, ValueError) as e:
         raise corrupt(getattr(e, "strerror", None) or str(e) or "empty") from None
-    if not isinstance(journal, dict) or journal.get("format") != JOURNAL_FORMAT:
+    if not isinstance(journal, dict) or journal.get("format") not in (1, JOURNAL_FORMAT):
         raise corrupt(f"not a format-{JOURNAL_FORMAT} journal")
+    fields = 3 if journal["format"] == 1 else 5  # format 1 (older torch-overlay): no fingerprints
     root_rel, moves = journal.get("root"), journal.get("moves")
     if not isinstance(root_rel, str) or os.path.isabs(root_rel) or not isinstance(moves, list):
         raise corrupt("no relative 'root' or no 'moves' list")
     out = []
     for m in moves:
-        ok = (isinstance(m, list) and len(m) == 3 and isinstance(m[0], str) and isinstance(m[2], bool)
-              and (m[1] is None or (isinstance(m[1], str) and "/" not in m[1] and m[1] not in ("", ".", ".."))))
+        ok = (isinstance(m, list) and len(m) == fields and isinstance(m[0], str) and isinstance(m[2], bool)
+              and (m[1] is None or (isinstance(m[1], str) and "/" not in m[1] and m[1] not in ("", ".", "..")))
+              and all(f is None or isinstance(f, str) for f in m[3:]))
         parts = PurePosixPath(m[0]).parts if ok else ()
         if not ok or not parts or PurePosixPath(m[0]).is_absolute() or ".." in parts:
             raise corrupt(f"bad move {m!r}")
-        out.append(_Move(m[0], m[1], m[2]))
+        out.append(_Move(*m))
     return (staging / root_rel).resolve(), out
+
+
+def _unexpected_targets(staging: Path, root: Path, moves: list[_Move]) -> list[str]:
+    """Targets that hold neither what the journal says they held before the interrupted command nor what
+    its moves made so far put there: something replaced them since (pip reinstalling the package)."""
+    expected: dict[str, str | None] = {}
+    for m in moves:
+        made = (m.staged is not None and not os.path.lexists(staging / m.staged)) or \
+               (m.staged is None and not os.path.lexists(root / m.target))
+        if m.after == "":  # a format-1 journal: nothing to compare with
+            return []
+        if m.target not in expected or made:
+            expected[m.target] = m.after if made else m.before
+    return [t for t, want in expected.items() if _fingerprint(root / t) != want]
+
+
+def _discard_stale_journal(staging: Path, root: Path, moves: list[_Move], changed: list[str]) -> None:
+    """The files changed after the interruption. Replaying the journal over them would mix two packages;
+    the journal is dropped and the files are left as found, unless the barrier stub is still in place
+    (then the package is half-changed and only a reinstall can tell what it should be)."""
+    listing = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    barrier = moves[0].target if moves and moves[0].staged is not None else None
+    stub_in_place = barrier is not None and _fingerprint(root / barrier) == moves[0].after
+    if stub_in_place:
+        raise JournalError(
+            f"a torch-overlay command was interrupted after its commit point, and files it was replacing have "
+            f"changed since ({listing})", unchanged="nothing was changed; 'import torch' refuses to run",
+            todo=f"reinstall the package (pip install --force-reinstall --no-deps), then remove {staging}")
+    _remove_probes(staging)
+    shutil.rmtree(staging)
+    raise JournalDiscarded(
+        f"the journal of an interrupted torch-overlay command no longer matches the files ({listing} changed "
+        "since, e.g. by a pip reinstall); it was discarded, not replayed",
+        unchanged="the files were left as found",
+        todo="run 'torch-overlay status' to see what is installed now, then 'torch-overlay apply' to patch it")
 
 
 def recover(staging_parent: Path) -> str | None:
@@ -476,6 +531,9 @@ def recover(staging_parent: Path) -> str | None:
     if (staging / ROLLBACK_NAME).exists():
         _undo(staging, root, moves, None, "interrupted while undoing")
         return "undid a torch-overlay command that failed half-way and was interrupted while undoing it"
+    changed = _unexpected_targets(staging, root, moves)
+    if changed:
+        _discard_stale_journal(staging, root, moves, changed)
     _run(staging, root, moves)
     for warning in _finish(staging, root, moves):
         warn(warning)

@@ -232,11 +232,68 @@ def test_damaged_journal_is_reported_not_fatal(lab, scratch, content):
     assert snapshot(scratch) == before
 
 
+@pytest.mark.parametrize("point", ["journal", "move:3"])
+def test_stale_journal_is_not_replayed_over_a_reinstalled_torch(lab, scratch, tmp_path, point):
+    """apply killed after its commit point, then 'pip install --force-reinstall' of the wheel: pip puts every
+    file of the release back (torch/__init__.py included) and leaves the staging folder. Recovery must not
+    replay the old journal over it: it discards the journal, leaves the files, says so (status exit 1)."""
+    assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": point}).returncode == -signal.SIGKILL
+    staging = scratch.dist_info / "overlay-txn"
+    shutil.move(staging, tmp_path / "txn")
+    lab[3].restore()  # what pip's reinstall writes: the release's files
+    shutil.move(tmp_path / "txn", staging)
+    if point == "journal":  # nothing had moved yet: the journal still matches, so it is replayed
+        assert "finished a torch-overlay command" in scratch.run("status", check=True).stdout
+        assert state(lab) == "patched"
+        return
+    proc = scratch.run("status", rc=1)
+    assert "problem: the journal of an interrupted torch-overlay command no longer matches the files" in proc.stdout
+    assert "it was discarded, not replayed (the files were left as found)" in proc.stdout
+    assert "to do: run 'torch-overlay status' to see what is installed now, then 'torch-overlay apply'" in proc.stdout
+    assert state(lab) == "pristine" and import_probe(scratch) == "pristine" and not staging.exists()
+    assert "applied: none" in scratch.run("status", check=True).stdout
+
+
+def test_journal_over_changed_files_with_the_stub_in_place_is_refused(lab, scratch):
+    """Files changed after the interruption while torch/__init__.py is still the stub: neither finishing nor
+    discarding gives a whole package, so recovery refuses and asks for a reinstall."""
+    assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "move:3"}).returncode == -signal.SIGKILL
+    target = scratch.site / scratch.targets[-1]
+    target.write_bytes(target.read_bytes() + b"# changed after the interruption\n")
+    before = snapshot(scratch)
+    proc = scratch.run("status", rc=1)
+    assert "files it was replacing have changed since" in proc.stdout and "pip install --force-reinstall" in proc.stdout
+    assert snapshot(scratch) == before and import_probe(scratch) == "refused"
+
+
 def test_staging_folder_name_taken_by_a_file(scratch):
     (scratch.dist_info / "overlay-txn").write_text("mine\n")
     before = snapshot(scratch)
     assert "problem: " in scratch.run("status", rc=1).stdout
     refused(scratch.run("apply"), "overlay-txn is in the way", "rm ")
+    assert snapshot(scratch) == before
+
+
+def test_apply_and_revert_refuse_while_a_process_has_torch_loaded(scratch):
+    """A process that imported torch goes on importing its submodules from disk: replacing files under it
+    would mix old and new modules, so apply and revert refuse (naming it) and change nothing; --force warns."""
+    live = subprocess.Popen([str(scratch.python), "-c", "import sys, time, torch; print('ready', flush=True); "
+                             "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert live.stdout.readline() == "ready\n"
+        before = snapshot(scratch)
+        err = refused(scratch.run("apply"), "running process(es) have this torch loaded", f"PID {live.pid}: ",
+                      "-c import sys, time, torch", "nothing was changed", "pass --force")
+        assert snapshot(scratch) == before, err
+        proc = scratch.run("apply", "--force", check=True)
+        assert proc.stderr.startswith("warning: torch-overlay apply goes on (--force)") and f"PID {live.pid}" in proc.stderr
+        patched = snapshot(scratch)
+        refused(scratch.run("revert"), f"PID {live.pid}: ", "torch-overlay revert")
+        assert snapshot(scratch) == patched
+    finally:
+        live.kill()
+        live.wait()
+    scratch.run("revert", check=True)  # nobody has it loaded now
     assert snapshot(scratch) == before
 
 
