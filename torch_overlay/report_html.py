@@ -5,7 +5,8 @@ scrapes it: ``#coverage`` (one ``tr.coverage-row`` per region), ``#unannotated``
 (one ``li`` per unannotated backward op), ``section.region`` (``table.forward-ops``,
 ``table.backward-ops``), ``tr.op`` rows with ``id="op-<graph>-<op>"``, backward rows
 linking to their forward row with ``a.forward-link``, ``tr.unannotated`` and
-``tr.gradient-accumulation`` for highlighted rows, ``section.dynamo-graph``.
+``tr.gradient-accumulation`` for highlighted rows, ``section.dynamo-graph``; ``#region-maps`` holds the
+pictures of report_svg.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import html
 import re
 
 from .report_model import Report
+from .report_svg import region_maps
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -130,6 +132,11 @@ def render(report: Report, *, title: str, details: list) -> str:
 <div class="meta">{meta}<div id="graph-counts">graphs captured: {counts}</div></div>
 <h2>Coverage</h2>
 {_coverage(report)}
+<h2>Regions at a glance</h2>
+<p class="legend">Per compilation: forward ops (top row) and backward ops (bottom row) coloured by region, a line
+from each backward op to the forward op it was traced from; backward ops without an annotation are white with a
+red outline and a cross.</p>
+<div id="region-maps">{region_maps(report)}</div>
 <h2>Backward ops without an annotation</h2>
 <p class="legend"><span style="background:#ffd6d6">no annotation</span>
 <span style="background:#fff3c4">gradient accumulation (not counted)</span></p>

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import zlib
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -157,6 +158,18 @@ class DomBuilder(HTMLParser):
         self.current.content.append(data)
 
 
+def png_pixel_bytes(path: Path) -> bytes:
+    """The decompressed image data of a PNG (filter bytes included): enough to tell a blank page from a
+    drawn one."""
+    data, pos, idat = path.read_bytes(), 8, b""
+    while pos < len(data):
+        length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    return zlib.decompress(idat)
+
+
 def chromium(*args, timeout=120) -> subprocess.CompletedProcess:
     return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", *args],
                           capture_output=True, text=True, timeout=timeout)
@@ -223,6 +236,31 @@ def test_page_highlights_the_unannotated_backward_op(dom):
         "backward graph 3: mul_1 aten.mul.Tensor from forward op mul"]
 
 
+def test_page_draws_the_regions(dom):
+    """The inline SVG: one picture for the compilation, a band per region labelled with the coverage table's
+    counts, one cell per forward and backward op, a line per backward op linked to its forward op, and the
+    unannotated backward op marked."""
+    (svg,) = [el for el in dom.iter() if el.tag == "svg" and "region-map" in el.classes]
+    coverage = {tr.attrs["data-region"]: [td.all_text() for td in tr.iter() if td.tag == "td"][1:3]
+                for tr in dom.iter() if "coverage-row" in tr.classes}
+    bands = {g.attrs["data-region"]: g for g in svg.iter() if "region-band" in g.classes}
+    assert list(bands) == list(coverage)
+    for region, (fw, bw) in coverage.items():
+        (label,) = [t.all_text() for t in bands[region].iter() if "region-label" in t.classes]
+        assert label == f"{region}: {fw} forward, {bw} backward ops"
+    cells = [el for el in svg.iter() if "op-cell" in el.classes]
+    forward_rows = [tr for table in dom.iter() if "forward-ops" in table.classes for tr in table.iter()
+                    if "op" in tr.classes]
+    backward_rows = [tr for table in dom.iter() if "backward-ops" in table.classes for tr in table.iter()
+                     if "op" in tr.classes]
+    assert len([c for c in cells if "fw" in c.classes]) == len(forward_rows)
+    assert len([c for c in cells if "bw" in c.classes]) == len(backward_rows)
+    assert len([c for c in cells if "unannotated" in c.classes]) == 1
+    assert len([el for el in svg.iter() if "unannotated-mark" in el.classes]) == 1
+    linked = [tr for tr in backward_rows if any("forward-link" in a.classes for a in tr.iter())]
+    assert len([el for el in svg.iter() if "pairing" in el.classes]) == len(linked)
+
+
 def test_page_is_self_contained(dom):
     for el in dom.iter():
         for attr in ("src", "href"):
@@ -237,4 +275,5 @@ def test_page_screenshot(mixed, dom):
     shot.unlink(missing_ok=True)
     chromium(f"--screenshot={shot}", "--window-size=1400,1800", "--hide-scrollbars", page.as_uri())
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    assert len(set(png_pixel_bytes(shot))) > 16, "the screenshot is blank"
     shutil.copy(page, ARTIFACTS / "report.html")
