@@ -1,4 +1,4 @@
-"""Looking at a scratch torch from outside the tool, for the fault tests and bench/stress_faults.py.
+"""Looking at a scratch torch from outside the tool, for the fault tests and bench/fault_campaign.py.
 
 A state is read by hashing every file an overlay command may replace (the
 series' targets, torch/__init__.py, the dist-info folder) and compared with
@@ -15,6 +15,7 @@ import os
 import shutil
 import struct
 import subprocess
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,3 +133,39 @@ class Saved:
                 tmp = p.with_name(p.name + ".restoring")
                 shutil.copy2(saved, tmp)
                 os.replace(tmp, p)
+
+
+def small_release_wheel_of(real: Path, path: Path) -> Path:
+    """A torch 2.5.1 wheel at ``path`` holding the real wheel's dist-info, the series' targets and a few other
+    real members, with a RECORD for exactly those: rebuild-wheel's every step in a second."""
+    from torch_overlay.series import load_series
+
+    targets = set(load_series("2.5.1").touched)
+    with zipfile.ZipFile(real) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        dist = next(n.split("/")[0] for n in src.namelist() if n.split("/")[0].endswith(".dist-info"))
+        keep = [i for i in src.infolist() if not i.is_dir() and (
+            i.filename.startswith(dist + "/") or i.filename in targets
+            or i.filename in ("torch/__init__.py", "torch/version.py", "torch/fx/__init__.py"))]
+        names = {i.filename for i in keep}
+        record = [line for line in src.read(f"{dist}/RECORD").decode().splitlines()
+                  if line.split(",", 1)[0] in names]
+        for info in keep:
+            data = "\n".join(record).encode() + b"\n" if info.filename == f"{dist}/RECORD" else src.read(info)
+            out.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
+    return path
+
+
+def damage_member(wheel: Path, dest: Path, member: str) -> Path:
+    """A copy of ``wheel`` with one byte of ``member``'s compressed data flipped."""
+    shutil.copy(wheel, dest)
+    with zipfile.ZipFile(dest) as zf:
+        info = zf.getinfo(member)
+    with open(dest, "r+b") as f:
+        f.seek(info.header_offset + 26)
+        name_len, extra_len = struct.unpack("<HH", f.read(4))
+        at = info.header_offset + 30 + name_len + extra_len + info.compress_size // 2
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    return dest

@@ -6,9 +6,7 @@ full-size wheel is covered by test_rebuild_wheel.py.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import struct
 import subprocess
 import sys
 import zipfile
@@ -16,29 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from fault_checks import damage_member, small_release_wheel_of
 from scratch_torch import torch_wheel
-from torch_overlay.series import load_series
 
 
 @pytest.fixture(scope="module")
 def small_release_wheel(tmp_path_factory) -> Path:
-    """A torch 2.5.1 wheel holding the real wheel's dist-info, the series' targets and a few other
-    real members, with a RECORD for exactly those: rebuild-wheel's every step in a second."""
     real = torch_wheel()
-    targets = set(load_series("2.5.1").touched)
-    path = tmp_path_factory.mktemp("small-wheel") / real.name
-    with zipfile.ZipFile(real) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
-        dist = next(n.split("/")[0] for n in src.namelist() if n.split("/")[0].endswith(".dist-info"))
-        keep = [i for i in src.infolist() if not i.is_dir() and (
-            i.filename.startswith(dist + "/") or i.filename in targets
-            or i.filename in ("torch/__init__.py", "torch/version.py", "torch/fx/__init__.py"))]
-        names = {i.filename for i in keep}
-        record = [line for line in src.read(f"{dist}/RECORD").decode().splitlines()
-                  if line.split(",", 1)[0] in names]
-        for info in keep:
-            data = "\n".join(record).encode() + b"\n" if info.filename == f"{dist}/RECORD" else src.read(info)
-            out.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
-    return path
+    return small_release_wheel_of(real, tmp_path_factory.mktemp("small-wheel") / real.name)
 
 
 def rebuild(wheel: Path, out: Path, env=None) -> subprocess.CompletedProcess:
@@ -82,22 +65,6 @@ def test_sigterm_during_rebuild_wheel_leaves_nothing(small_release_wheel, tmp_pa
     assert list(out.iterdir()) == []
 
 
-def _damage(wheel: Path, dest: Path, member: str) -> Path:
-    """A copy of ``wheel`` with one byte of ``member``'s compressed data flipped."""
-    shutil.copy(wheel, dest)
-    with zipfile.ZipFile(dest) as zf:
-        info = zf.getinfo(member)
-    with open(dest, "r+b") as f:
-        f.seek(info.header_offset + 26)
-        name_len, extra_len = struct.unpack("<HH", f.read(4))
-        at = info.header_offset + 30 + name_len + extra_len + info.compress_size // 2
-        f.seek(at)
-        byte = f.read(1)
-        f.seek(at)
-        f.write(bytes([byte[0] ^ 0xFF]))
-    return dest
-
-
 def _rewritten(wheel: Path, dest: Path, change) -> Path:
     """A copy of ``wheel`` whose members pass through ``change(name, data) -> (name, data)``."""
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as out:
@@ -116,7 +83,7 @@ def assert_refused(proc: subprocess.CompletedProcess, out: Path, *phrases: str) 
 
 
 def test_damaged_member_that_is_copied_through_is_refused(small_release_wheel, tmp_path):
-    wheel = _damage(small_release_wheel, tmp_path / small_release_wheel.name, "torch/version.py")
+    wheel = damage_member(small_release_wheel, tmp_path / small_release_wheel.name, "torch/version.py")
     assert_refused(rebuild(wheel, tmp_path / "out"), tmp_path / "out",
                    f"torch/version.py in {wheel.name} is damaged", "unchanged: no wheel was written",
                    "download the release wheel again")
@@ -132,7 +99,7 @@ def test_member_that_differs_from_the_wheels_record_is_refused(small_release_whe
 
 
 def test_damaged_target_member_is_refused(small_release_wheel, tmp_path):
-    wheel = _damage(small_release_wheel, tmp_path / small_release_wheel.name, "torch/fx/traceback.py")
+    wheel = damage_member(small_release_wheel, tmp_path / small_release_wheel.name, "torch/fx/traceback.py")
     assert_refused(rebuild(wheel, tmp_path / "out"), tmp_path / "out",
                    f"torch/fx/traceback.py in {wheel.name} cannot be read", "the wheel is damaged")
 
