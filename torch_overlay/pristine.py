@@ -30,18 +30,29 @@ def wheel_dist_info(names: list[str]) -> str:
     return infos.pop()
 
 
+def read_member(zf: zipfile.ZipFile, name: str, wheel_name: str) -> bytes:
+    """A member's bytes; a member whose data is damaged is an error naming it (a missing one: KeyError)."""
+    try:
+        return zf.read(name)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raise OverlayError(f"{name} in {wheel_name} cannot be read ({e}); the wheel is damaged",
+                           unchanged="nothing was written", todo="download it again") from None
+
+
 def from_wheel(wheel: Path) -> PristineReader:
     zf = zipfile.ZipFile(wheel)
-    record = Record.parse(zf.read(f"{wheel_dist_info(zf.namelist())}/RECORD").decode()).entries()
+    record_name = f"{wheel_dist_info(zf.namelist())}/RECORD"
+    try:
+        record = Record.parse(read_member(zf, record_name, wheel.name).decode()).entries()
+    except UnicodeDecodeError as e:
+        raise OverlayError(f"{record_name} in {wheel.name} is not text ({e}); the wheel is damaged",
+                           unchanged="nothing was written", todo="download it again") from None
 
     def read(path: str) -> bytes:
         try:
-            data = zf.read(path)
+            data = read_member(zf, path, wheel.name)
         except KeyError:
             raise MissingReleaseFile(f"{wheel.name} has no {path}") from None
-        except (zipfile.BadZipFile, zlib.error, EOFError) as e:
-            raise OverlayError(f"{path} in {wheel.name} cannot be read ({e}); the wheel is damaged",
-                               unchanged="nothing was written", todo="download it again") from None
         if record.get(path) != record_hash(data):
             raise OverlayError(f"{path} in {wheel.name} does not match the wheel's RECORD; the wheel is damaged",
                                todo="download it again")

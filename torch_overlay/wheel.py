@@ -39,7 +39,7 @@ from pathlib import Path
 from .build import build_patched
 from .errors import OverlayError
 from .inplace import overlay_state
-from .pristine import from_wheel, wheel_dist_info
+from .pristine import from_wheel, read_member, wheel_dist_info
 from .record import Record, sha256_field
 from .series import Series, default_patches_root, load_series, supported_versions
 from .transaction import failpoint
@@ -92,9 +92,10 @@ class ReleaseWheel:
             raise refuse(f"{wheel.name} is not named like a wheel (NAME-VERSION-PYTHON-ABI-PLATFORM.whl)")
         try:
             dist_info = wheel_dist_info(zf.namelist())
-            metadata = HeaderParser().parsestr(zf.read(f"{dist_info}/METADATA").decode("utf-8"))
-        except (OverlayError, KeyError) as e:
-            raise refuse(f"{wheel.name} is not a wheel: {getattr(e, 'what', None) or 'it has no METADATA'}") from None
+            metadata = HeaderParser().parsestr(read_member(zf, f"{dist_info}/METADATA", wheel.name).decode("utf-8"))
+        except (OverlayError, KeyError, UnicodeDecodeError) as e:
+            why = getattr(e, "what", None) or ("it has no METADATA" if isinstance(e, KeyError) else str(e))
+            raise refuse(f"{wheel.name} is not a wheel: {why}") from None
         name, version = metadata["Name"] or "", metadata["Version"] or ""
         if re.sub(r"[-_.]+", "-", name).lower() != "torch":
             raise refuse(f"{wheel.name} is a wheel of {name or 'an unnamed project'}, not of torch")
@@ -108,7 +109,12 @@ class ReleaseWheel:
         return cls(wheel, zf, dist_info, version, file_name)
 
     def read_text(self, member: str) -> str:
-        return self.zip.read(f"{self.dist_info}/{member}").decode("utf-8")
+        name = f"{self.dist_info}/{member}"
+        try:
+            return read_member(self.zip, name, self.path.name).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise OverlayError(f"{name} in {self.path.name} cannot be read ({e}); the wheel is damaged",
+                               unchanged="no wheel was written", todo=_GET_A_WHEEL) from None
 
     def renamed_file(self, version: str) -> str:
         """The wheel's file name for ``version``, keeping its build and compatibility tags."""

@@ -104,6 +104,16 @@ def test_damaged_target_member_is_refused(small_release_wheel, tmp_path):
                    f"torch/fx/traceback.py in {wheel.name} cannot be read", "the wheel is damaged")
 
 
+@pytest.mark.parametrize("member", ["RECORD", "METADATA"])
+def test_damaged_dist_info_member_is_refused(small_release_wheel, tmp_path, member):
+    """Found by bench/fault_campaign.py: a damaged RECORD gave a zlib traceback."""
+    with zipfile.ZipFile(small_release_wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(f".dist-info/{member}"))
+    wheel = damage_member(small_release_wheel, tmp_path / small_release_wheel.name, name)
+    assert_refused(rebuild(wheel, tmp_path / "out"), tmp_path / "out", f"{name} in {wheel.name} cannot be read",
+                   "the wheel is damaged")
+
+
 def test_wheel_of_a_release_without_a_series_is_not_told_to_install_another(small_release_wheel, tmp_path):
     def change(name, data):
         name = name.replace("torch-2.5.1.dist-info", "torch-2.4.0.dist-info")
