@@ -31,6 +31,7 @@ PRIVATE = "test/oracle/test_oracle_private_api.py"
 DYNAMO = "test/dynamo/test_fx_annotate_dynamo.py"
 EXPORT_PASSES = "test/export/test_export_custom_meta_passes.py"
 EXPORT = "test/export/test_export_annotate.py"
+EXPORT_NONSTRICT_META = "test/export/test_export_nonstrict_meta.py"
 
 
 @dataclass
@@ -114,12 +115,14 @@ MUTATIONS = [
     Mutation("CopySlices backward pairs two ops back",
              "torch/_functorch/_aot_autograd/logging_utils.py",
              "        return grad_fn._sequence_nr() - 1\n", "        return grad_fn._sequence_nr() - 2\n", [FW_BW, PAIRING]),
-    Mutation("custom saved as plain JSON whatever it holds",
-             "torch/_export/serde/serialize.py", "    if _TYPED_CUSTOM not in custom and _is_plain_json(custom):\n",
-             "    if True:\n", [EXPORT]),
-    Mutation("tuples loaded back as lists",
-             "torch/_export/serde/serialize.py", '{"list": list, "tuple": tuple}', '{"list": list, "tuple": list}',
-             [EXPORT]),
+    Mutation("non-strict export records no custom without preserve_node_meta()",
+             "torch/fx/experimental/proxy_tensor.py",
+             '        if "custom" not in node.meta and not fx_traceback.has_preserved_node_meta():\n',
+             "        if False:\n", [EXPORT]),
+    Mutation("nn_module_stack is the tracer's live module stack",
+             "torch/fx/experimental/proxy_tensor.py",
+             'node.meta["nn_module_stack"] = self.module_stack.copy()',
+             'node.meta["nn_module_stack"] = self.module_stack', [EXPORT_NONSTRICT_META]),
     Mutation("training-IR run_decompositions() drops input and output custom",
              "torch/export/exported_program.py",
              "        _restore_input_and_output_custom(gm, new_graph_signature, saved_custom)\n\n        return",

@@ -1,10 +1,13 @@
 # Owner(s): ["oncall: export"]
-"""torch.fx.traceback.annotate under torch.export (patches 164678-dynamo-annotate and
-local-export-annotate): strict and non-strict exports carry node.meta["custom"] without a
-user preserve_node_meta(), hold no internal keys in it, and keep it through
-run_decompositions() and torch.export.save/load.  save/load gives custom back equal and
-of the same types, or save fails naming the node, the annotation key and the type.
+"""torch.fx.traceback.annotate under torch.export (patches 164678-dynamo-annotate,
+local-export-nonstrict-custom and, from 2.10, local-export-no-internal-keys): strict and
+non-strict exports carry node.meta["custom"] without a user preserve_node_meta(), hold no
+internal keys in it, and keep it through run_decompositions() and torch.export.save/load.
+save/load write and read custom as the release does (json.dumps / json.loads, upstream's
+format): any value json.dumps takes saves, and comes back as JSON gives it back.
 """
+import collections
+import enum
 import io
 import json
 import sys
@@ -70,6 +73,15 @@ class ExportAnnotateTests(TestCase):
                 for custom in annotated:
                     self.assertEqual(sorted(custom), ["cfg", "stage"])
 
+    def test_no_internal_keys_in_custom_inside_preserve_node_meta(self):
+        # From 2.10 the disable wrapper annotates a function it wraps while exporting, make_fx's
+        # own dispatch_trace (the whole non-strict trace) included, unless patched.
+        torch._dynamo.reset()
+        with fx_traceback.preserve_node_meta():
+            ep = torch.export.export(Annotated(), (torch.randn(2, 4),), strict=False)
+        self.assertEqual({n.name: n.meta["custom"] for n in ep.graph.nodes if n.meta.get("custom")},
+                         {"linear": EXPECTED_CUSTOM})
+
     def test_run_decompositions_keeps_custom(self):
         for strict in (True, False):
             with self.subTest(strict=strict):
@@ -90,13 +102,12 @@ class ExportAnnotateTests(TestCase):
                 x = torch.randn(2, 4)
                 self.assertEqual(loaded.module()(x), ep.module()(x))
 
-    def test_unserialisable_annotation_is_a_save_time_error_naming_the_key(self):
+    def test_unserialisable_annotation_fails_at_save_as_in_the_release(self):
         # non-strict runs annotate eagerly, so any Python value can reach custom
         ep = self.export(False, Annotated({"stage": 0, "devices": {"cpu", "meta"}}))
         self.assertEqual(customs(ep)["aten.linear.default"]["devices"], {"cpu", "meta"})
-        with self.assertRaisesRegex(Exception, r"annotation key 'devices' holds a value of type set"):
+        with self.assertRaisesRegex(SerializeError, r"Failed to serialize custom metadata for node linear"):
             torch.export.save(ep, io.BytesIO())
-
 
 def typed(value):
     """``value`` with the type of every container, key and leaf spelled out, so
@@ -108,9 +119,21 @@ def typed(value):
     return (type(value).__name__, value)
 
 
-class SaveLoadCustomExactlyTests(TestCase):
-    """torch.export.save/load gives custom back equal and of the same types, or
-    save fails naming the key and the type (issue 10, item 9)."""
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+class Mode(str, enum.Enum):
+    FAST = "fast"
+
+
+Point = collections.namedtuple("Point", ["x", "y"])
+
+
+class SaveLoadCustomTests(TestCase):
+    """torch.export.save/load write and read custom as the release does, with json.dumps and
+    json.loads (issue 20, items 2 and 3): what JSON keeps only approximately comes back as
+    JSON gives it back, exact types are not kept (as upstream)."""
 
     def exported(self, custom):
         ep = torch.export.export(Annotated(), (torch.randn(2, 4),), strict=False)
@@ -123,62 +146,53 @@ class SaveLoadCustomExactlyTests(TestCase):
         return next(n for n in loaded.graph.nodes
                     if n.target == torch.ops.aten.linear.default).meta.get("custom", "<missing>")
 
-    def test_json_values_and_empty_custom_come_back_exactly(self):
+    def test_json_values_come_back_equal(self):
         custom = {"s": "a", "i": 1, "f": 0.5, "b": True, "n": None,
                   "l": [1, "x", [2.0, False]], "d": {"k": {"kk": [None]}}}
         self.assertEqual(typed(self.loaded_custom(custom)), typed(custom))
-        self.assertEqual(self.loaded_custom({}), {})
 
-    def assertSaveFails(self, custom, *fragments):
-        with self.assertRaises(SerializeError) as caught:
-            torch.export.save(self.exported(custom), io.BytesIO())
-        message = str(caught.exception)
-        for fragment in ("node linear", "Nothing was written") + fragments:
-            self.assertIn(fragment, message)
+    def test_values_json_takes_approximately_come_back_as_json_gives_them(self):
+        custom = {"level": Level.LOW, "mode": Mode.FAST, "ordered": collections.OrderedDict([("b", 1), ("a", 2)]),
+                  "point": Point(1, 2), "counts": collections.defaultdict(int, {"x": 3}), 3: "int key",
+                  "mesh": (0, 1), "nested": [(2, {4: Level.LOW})]}
+        loaded = self.loaded_custom(custom)
+        self.assertEqual(typed(loaded), typed({"level": 1, "mode": "fast", "ordered": {"b": 1, "a": 2},
+                                               "point": [1, 2], "counts": {"x": 3}, "3": "int key",
+                                               "mesh": [0, 1], "nested": [[2, {"4": 1}]]}))
+        self.assertEqual(list(loaded["ordered"]), ["b", "a"])
 
-    def test_int_keys_and_tuples_come_back_exactly(self):
-        custom = {3: "x", "mesh": (0, 1), "cfg": [1, (2, 3)], "buckets": {0: "a", (1, 2): [None, ()]},
-                  2.5: {True: {}}, None: [[]]}
-        self.assertEqual(typed(self.loaded_custom(custom)), typed(custom))
+    def test_an_ordered_dict_as_the_whole_custom_saves(self):
+        loaded = self.loaded_custom(collections.OrderedDict([("stage", 0), ("mode", Mode.FAST)]))
+        self.assertEqual(typed(loaded), typed({"stage": 0, "mode": "fast"}))
 
-    def test_a_key_named_like_the_typed_form_comes_back_exactly(self):
-        for custom in ({"__typed_custom__": ["dict", []]}, {"__typed_custom__": (1,), 0: 1}):
-            self.assertEqual(typed(self.loaded_custom(custom)), typed(custom))
-
-    def test_plain_json_custom_is_saved_as_plain_json(self):
-        # the form upstream writes and reads: only custom that JSON would change is saved typed
+    def test_saved_custom_is_json_dumps_of_it(self):
+        # upstream's format, byte for byte: the release's serializer writes json.dumps(custom)
         from torch._export.serde.serialize import serialize
 
-        custom = {"s": "a", "l": [1, {"k": None}]}
+        custom = {"level": Level.LOW, "point": Point(1, 2), 3: (0, 1)}
         program = json.loads(serialize(self.exported(custom)).exported_program)
         saved = [node["metadata"]["custom"] for node in program["graph_module"]["graph"]["nodes"]
                  if "custom" in node["metadata"]]
-        self.assertIn(json.dumps(custom), saved)
+        self.assertEqual(saved, [json.dumps(custom)])
 
-    def test_unsaveable_key_inside_a_value_fails(self):
-        self.assertSaveFails({"buckets": {frozenset(): "a"}}, "annotation key 'buckets'",
-                             "a value of type frozenset at a key of 'buckets'")
+    def test_empty_custom_is_not_saved(self):
+        # as the release: an empty custom is falsy and not written, so load has none
+        self.assertEqual(self.loaded_custom({}), "<missing>")
 
-    def test_unsaveable_annotation_key_fails(self):
-        self.assertSaveFails({frozenset(): "x"}, "annotation key frozenset() is of type frozenset")
+    def test_value_json_refuses_fails_at_save(self):
+        for custom in ({"devices": {"cpu"}}, {(1, 2): "tuple key"}, {"tag": object()}):
+            with self.subTest(custom=custom):
+                with self.assertRaisesRegex(SerializeError, "Failed to serialize custom metadata for node linear"):
+                    torch.export.save(self.exported(custom), io.BytesIO())
 
-    def test_unsaveable_value_nested_in_a_tuple_fails(self):
-        self.assertSaveFails({"cfg": [1, (2, {3})]}, "annotation key 'cfg'", "of type set at 'cfg'[1][1]")
-
-    def test_non_str_leaf_fails(self):
-        class Tag(str):
-            pass
-
-        self.assertSaveFails({"tag": Tag("a")}, "annotation key 'tag'", "of type Tag")
-
-    def test_graph_level_custom_is_checked_too(self):
+    def test_graph_level_custom_saves_as_json_gives_it(self):
         ep = self.exported({"ok": 1})
-        ep.graph_module.meta["custom"] = {"mesh": {0, 1}}
-        with self.assertRaisesRegex(SerializeError, r"the graph: annotation key 'mesh' holds a value of type set"):
-            torch.export.save(ep, io.BytesIO())
-        ep.graph_module.meta["custom"] = {0: ("mesh",)}
+        ep.graph_module.meta["custom"] = collections.OrderedDict([(0, ("mesh", Level.LOW))])
         loaded = round_trip(ep)
-        self.assertEqual(typed(loaded.graph_module.meta["custom"]), typed({0: ("mesh",)}))
+        self.assertEqual(typed(loaded.graph_module.meta["custom"]), typed({"0": ["mesh", 1]}))
+        ep.graph_module.meta["custom"] = {"mesh": {0, 1}}
+        with self.assertRaisesRegex(SerializeError, "Failed to serialize custom metadata for graph"):
+            torch.export.save(ep, io.BytesIO())
 
 
 ORACLE_SNIPPET = """
