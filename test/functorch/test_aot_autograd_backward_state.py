@@ -172,6 +172,23 @@ SeqNr|OrigAten|custom|autograd_backward
         self.assertEqual(flags, {"sin": None, "ones_like": None, "cos": True, "mul": True,
                                  "mul_1": None, "sub": None})
 
+    def test_make_fx_of_autograd_grad_marks_only_the_accumulation(self):
+        # The forward traced by make_fx records no traceback, so the hooks set an empty
+        # stack before each grad_fn: the accumulation stack of the grad_fn before must not stay.
+        def f(x):
+            y = x.sin()
+            out = (y * y).cos().sum()  # y used twice: its gradients are summed
+            logging_utils.setup_stacktrace_preservation_hooks([out.grad_fn])
+            return torch.autograd.grad(out, x)
+
+        with fx_traceback.preserve_node_meta():
+            gm = make_fx(f)(torch.randn(3, requires_grad=True))
+        acc = [n.name for n in call_nodes(gm) if n.meta.get("is_gradient_acc")]
+        self.assertEqual(acc, ["add"])
+        backward = [n.name for n in call_nodes(gm) if n.meta.get("autograd_backward")]
+        self.assertEqual(backward, ["expand", "sin_1", "neg", "mul_1", "mul_2", "mul_3", "add", "cos_1",
+                                    "mul_4"])
+
     def test_set_autograd_backward_nests_and_restores(self):
         # upstream's semantics (also checked against 2.13 in test/oracle/test_oracle_private_api.py):
         # enable=False leaves the enclosing state; leaving a block restores what was there
@@ -225,11 +242,6 @@ class TestNoStateLeaksBetweenCaptures(TestCase):
 
 
 class TestFwBwCopyWithoutPartitionerTags(TestCase):
-    # Checked to pass on 2.13-2.15 (local-fwd-bw-autograd-backward). Before 2.13 (2.5.1-2.9.1 and 2.10
-    # seen) the hooks installed by hand leave the gradient-accumulation stack in place for a backward
-    # node whose forward has no traceback, so its nodes come out is_gradient_acc and pair with nothing.
-    @unittest.skipIf(torch.__version__ < "2.13",
-                     "a tag-less backward traced by hand is paired by the series from torch 2.13 on")
     def test_autograd_backward_nodes_without_tag_get_forward_custom(self):
         # A backward traced by hand under the stack-trace hooks: its nodes carry
         # autograd_backward and the forward seq_nr, but no partitioner tag.
