@@ -464,6 +464,27 @@ cos|""")
         self.assert_no_annotation_on_inputs_and_outputs(cap)
         self.assert_tracing_state_clean()
 
+    def test_annotation_as_pairs_compiles_as_in_eager(self):
+        # annotate takes anything dict() takes, as in eager: pairs in a list or tuple,
+        # given inline or held by an annotate_fn decorator
+        pairs = [("stage", 0), ["cfg", {"lr": [1, 2]}], ("stage", 1)]
+
+        @fx_traceback.annotate_fn(tuple(pairs))
+        def g(x):
+            return x.cos()
+
+        def f(x):
+            with fx_traceback.annotate([("k", 1)]):
+                y = x.sin()
+            return g(y) + 1
+
+        cap = self.compile_and_run(f, torch.randn(4), fullgraph=True, backward=False)
+        self.assertExpectedInline(annotated_rows(cap.dynamo_graphs), """\
+y|{'k': 1}
+cos|{'stage': 1, 'cfg': {'lr': [1, 2]}}
+add|""")
+        self.assert_tracing_state_clean()
+
     def test_non_constant_annotation_is_a_clear_error(self):
         def f(x, t):
             with fx_traceback.annotate({"weights": t}):
