@@ -76,8 +76,9 @@ MUTATIONS = [
              "    for module in fx_g.modules():\n", "    for module in [fx_g]:\n", [FW_BW]),
     Mutation("backward told apart by a missing nn_module_stack",
              "torch/_functorch/_aot_autograd/utils.py",
-             '        return tag == "is_backward"\n',
-             '        return "nn_module_stack" not in node.meta\n', [FW_BW]),
+             '    tag = node.meta.get("partitioner_tag")\n    if tag is not None:\n        return tag == "is_backward"\n'
+             '    return bool(node.meta.get("autograd_backward", False))\n',
+             '    return "nn_module_stack" not in node.meta\n', [FW_BW]),
     Mutation("fw->bw copy ignores autograd_backward on a graph without partitioner tags",
              "torch/_functorch/_aot_autograd/utils.py",
              '    return bool(node.meta.get("autograd_backward", False))\n', "    return False\n", [BW_STATE]),
