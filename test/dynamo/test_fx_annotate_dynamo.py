@@ -1,7 +1,7 @@
 # Owner(s): ["module: dynamo"]
 """torch.fx.traceback.annotate under torch.compile (patches 164678-dynamo-annotate,
 local-dynamo-context-decorator, local-dynamo-annotate-graph-break and
-local-dynamo-ambient-annotation): Dynamo runs annotate eagerly, so its graph nodes --
+local-dynamo-ambient-annotation, opt-in): Dynamo runs annotate eagerly, so its graph nodes --
 HOP subgraphs included -- carry node.meta["custom"], which flows into the AOT forward graph.
 No test enters preserve_node_meta(): Dynamo must not need it.
 """
@@ -386,6 +386,7 @@ add|""")
             customs = [n.meta.get("custom") for n in fw.graph.nodes if n.op == "call_function"]
             self.assertEqual(customs, [{"r": 0}, {"r": 0}, None])
 
+    @torch._dynamo.config.patch(trace_under_caller_annotation=True)  # beyond upstream, opt-in
     def test_eager_annotate_around_compiled_call_is_traced_and_guarded(self):
         def f(x):
             return x.sin().cos()
@@ -435,6 +436,7 @@ sin|{'outer': 2}
 cos|{'outer': 2}""")
         self.assert_tracing_state_clean()
 
+    @torch._dynamo.config.patch(trace_under_caller_annotation=True)  # beyond upstream, opt-in
     def test_graph_break_in_function_called_from_annotated_block(self):
         def inner(x):
             a = x.sin()
