@@ -12,7 +12,7 @@ import pytest
 from scratch_torch import TORCH_RELEASE
 
 REFERENCE_RELEASE = "2.5.1"
-RELEASE_GENERIC = {"test_demo.py", "test_series.py", "test_port.py", "test_release_apply.py"}
+RELEASE_GENERIC = {"test_demo.py", "test_series.py", "test_port.py", "test_release_apply.py", "test_patch_headers.py"}
 
 
 def pytest_collection_modifyitems(config, items):

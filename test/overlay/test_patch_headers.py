@@ -1,0 +1,72 @@
+"""The DEP-3 header of every patch of every series says what the patch is, in one form.
+
+- ``Patch-Name`` is the file's name; a name ``<PR>-<slug>`` is a backport of upstream pull request <PR>,
+  ``local-<slug>`` a fix of ours, ``upstream-<slug>`` an upstream change whose pull request is not identified.
+- ``Origin``: ``local``; or ``upstream, <pull request URL>[, ...]`` (the change as upstream made it); or
+  ``backport, <pull request URL>[, ...]`` with a ``Local-Changes:`` field listing what differs from it.
+  A backport's first URL is the pull request of its name.
+- ``Forwarded``: ``not-needed`` for upstream code; for ours ``no``, ``not yet (ready to send)``, or the URL
+  of the pull request we opened.
+- ``Applied-Upstream``: ``no``, or the first upstream release with the change, a release of a minor this
+  project supports (its release table row).
+- ``Bug`` (optional): an upstream issue URL.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from torch_overlay.series import default_patches_root, load_series, supported_versions
+
+ROOT = default_patches_root()
+PULL = r"https://github\.com/pytorch/pytorch/pull/(\d+)"
+RELEASES = supported_versions(ROOT)
+PATCHES = sorted({p.path.resolve(): p for r in RELEASES for p in load_series(r, ROOT).patches}.items())
+
+
+def fields_of(path) -> dict[str, str]:
+    """The header fields with their continuation lines joined."""
+    head = path.read_text().partition("\n---\n")[0]
+    fields, key = {}, None
+    for line in head.splitlines():
+        m = re.match(r"^([A-Z][A-Za-z-]+): (.*)$", line)
+        if m and m.group(1) not in ("From", "Date", "Subject"):
+            key = m.group(1)
+            fields[key] = m.group(2).strip()
+        elif key and line.startswith(" "):
+            fields[key] += " " + line.strip()
+        else:
+            key = None
+    return fields
+
+
+@pytest.mark.parametrize("path", [p for p, _ in PATCHES], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_header(path):
+    fields = fields_of(path)
+    name = path.name.removesuffix(".patch")
+    assert fields.get("Patch-Name") == name
+    assert set(fields) <= {"Description", "Origin", "Forwarded", "Applied-Upstream", "Patch-Name", "Bug",
+                           "Local-Changes"}, sorted(fields)
+    origin, forwarded, applied = fields["Origin"], fields["Forwarded"], fields["Applied-Upstream"]
+    kind = origin.split(",", 1)[0]
+    pulls = re.findall(PULL, origin)
+    if name.startswith("local-"):
+        assert origin == "local"
+        assert re.fullmatch(rf"no|not yet \(ready to send\)|not-needed|{PULL}( \(.*\))?", forwarded), forwarded
+    else:
+        assert kind in ("upstream", "backport"), origin
+        assert forwarded == "not-needed"
+        number = re.match(r"(\d+)-", name)
+        if number:
+            assert pulls and pulls[0] == number.group(1), (name, origin)
+        else:
+            assert name.startswith("upstream-") and re.search(r"https://github\.com/pytorch/pytorch\b", origin)
+    assert ("Local-Changes" in fields) == (kind == "backport"), "a backport lists its Local-Changes, and only it"
+    if "Bug" in fields:
+        assert re.fullmatch(r"https://github\.com/pytorch/pytorch/issues/\d+( .*)?", fields["Bug"]), fields["Bug"]
+    if applied != "no":
+        release = re.match(r"(\d+)\.(\d+)\.\d+\b", applied)
+        assert release, applied
+        minors = {tuple(v.split(".")[:2]) for v in RELEASES}
+        assert release.groups() in minors, f"{applied}: not a release of a minor in the release table"
