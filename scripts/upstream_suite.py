@@ -52,9 +52,10 @@ OVERLAY = REPO / ".venv" / "bin" / "torch-overlay"
 # backport carries upstream's test update (named in the patch's Description), so they are no regression.
 KNOWN_UPSTREAM_UPDATES = {
     "test/dynamo/test_aot_autograd.py::AotAutogradFallbackTests::test_aot_sequence_nr":
-        "164174-fwd-bw-custom: backward nodes are those traced under the is_backward partitioner tag, so the "
-        "flatten view's backward gets FwdSrcFn 'flatten'; gradient-accumulation additions (is_gradient_acc) "
-        "get none. Upstream's expected table has both rows so since 2.10.",
+        "164174-fwd-bw-custom (its Description says so): two rows of the expected table change, "
+        "'4|aten.view.default||' -> '4|aten.view.default||flatten' (backward nodes are those traced under the "
+        "is_backward tag) and '11|aten.add.Tensor||l__self___loss_fn' -> '11|aten.add.Tensor||' (a "
+        "gradient-accumulation add pairs with no forward node); upstream's expected table has both rows.",
 }
 
 # The test selections. "issue": the three tests of issue 20 item 12. "ci": what runs in CI (about 10 minutes
