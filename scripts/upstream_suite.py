@@ -86,7 +86,7 @@ SLICES: dict[str, list[list[str]]] = {
         ["test/dynamo/test_repros.py"],
     ],
 }
-NEEDS_TORCHBIND = ("test/test_fx.py", "test/export", "test/fx")
+NEEDS_TORCHBIND = ("test/test_fx.py", "test/export")  # their setUp loads libtorchbind_test.so
 
 
 def say(message: str) -> None:
@@ -164,7 +164,7 @@ def build_torchbind(tree: Path, paths: dict) -> None:
     source = tree / "test" / "cpp" / "jit" / "test_custom_class_registrations.cpp"
     say(f"g++ {source.relative_to(tree)} -> {target}")
     cmd = ["g++", "-shared", "-fPIC", "-O1", "-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={paths['abi']}",
-           *[f"-I{p}" for p in paths["include"]], source, "-o", target,
+           f"-I{tree}", *[f"-I{p}" for p in paths["include"]], source, "-o", target,
            *[f"-L{p}" for p in paths["lib"]], *[f"-Wl,-rpath,{p}" for p in paths["lib"]],
            "-ltorch", "-ltorch_cpu", "-lc10"]
     run(cmd)
