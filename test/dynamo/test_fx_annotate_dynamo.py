@@ -1,5 +1,5 @@
 # Owner(s): ["module: dynamo"]
-"""torch.fx.traceback.annotate under torch.compile (patches 164678-dynamo-annotate,
+"""torch.fx.traceback.annotate under torch.compile (patches 164916-dynamo-annotate,
 local-dynamo-context-decorator, local-dynamo-annotate-graph-break and
 local-dynamo-ambient-annotation, opt-in): Dynamo runs annotate eagerly, so its graph nodes --
 HOP subgraphs included -- carry node.meta["custom"], which flows into the AOT forward graph.

@@ -1,5 +1,5 @@
 # Owner(s): ["oncall: export"]
-"""torch.fx.traceback.annotate under torch.export (patches 164678-dynamo-annotate,
+"""torch.fx.traceback.annotate under torch.export (patches 164916-dynamo-annotate,
 local-export-nonstrict-custom and, from 2.10, local-export-no-internal-keys): strict and
 non-strict exports carry node.meta["custom"] without a user preserve_node_meta(), hold no
 internal keys in it, and keep it through run_decompositions() and torch.export.save/load.

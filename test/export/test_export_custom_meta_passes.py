@@ -6,7 +6,7 @@
 - run_decompositions() keeps custom on every placeholder and on the output node
   (upstream issue 147338): patch local-export-decomp-custom;
 - re-exporting ep.module() leaves a call's custom on that call only (upstream's
-  test_custom_tag_metadata_re_export): patch 135282-export-reexport-custom.
+  test_custom_tag_metadata_re_export): patch 135720-export-reexport-custom.
 """
 import sys
 from pathlib import Path

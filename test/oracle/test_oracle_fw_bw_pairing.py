@@ -1,6 +1,6 @@
 """Oracle, per node: the forward→backward copy pairs and annotates exactly as
 upstream 2.13 where both trace the same graph (patches 164174-fwd-bw-custom,
-upstream-fwd-bw-custom-merge).
+181808-fwd-bw-custom-merge).
 
 programs/fw_bw_pairing_program.py prints the forward and backward nodes of
 each case (name, target, seq_nr relative to the first forward node, custom)
