@@ -36,6 +36,23 @@ if [ "${installed%%+*}" != "$torch_version" ]; then
   fi
 fi
 .venv/bin/pip install -q pytest expecttest
+
+# Real model code for the no-annotation differential (test/differential/), pinned; the torch of .venv stays:
+# the constraint pins it, and torchvision is the one built for this release (the registry has none for 2.15).
+case "$torch_version" in
+  2.5.1) torchvision=0.20.1 ;; 2.6.0) torchvision=0.21.0 ;; 2.7.1) torchvision=0.22.1 ;; 2.8.0) torchvision=0.23.0 ;;
+  2.9.1) torchvision=0.24.1 ;; 2.10.0) torchvision=0.25.0 ;; 2.11.0) torchvision=0.26.0 ;; 2.12.1) torchvision=0.27.1 ;;
+  2.13.0) torchvision=0.28.0 ;; 2.14.1) torchvision=0.29.1 ;; *) torchvision= ;;
+esac
+models="transformers==4.51.3 timm==1.0.15${torchvision:+ torchvision==$torchvision}"
+if ! .venv/bin/python -c "import importlib.metadata as m, sys
+want = dict(p.split('==') for p in sys.argv[1:])
+sys.exit(any(m.version(k) != v for k, v in want.items()))" $models 2>/dev/null; then
+  echo "== installing $models"
+  installed_torch=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))')
+  mkdir -p build && echo "torch==$installed_torch" > build/torch-pin.txt
+  PIP_CONSTRAINT=/dev/null .venv/bin/pip install -q -c build/torch-pin.txt $models
+fi
 .venv/bin/pip install -q --no-deps -e .
 
 echo "== torch-overlay apply"
