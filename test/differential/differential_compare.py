@@ -71,7 +71,8 @@ def compare_graph(program: str, pristine: dict, patched: dict) -> list[Differenc
         out.append(Difference(program, "node count", kind, pristine=len(p_nodes), patched=len(q_nodes)))
         return out
     for p, q in zip(p_nodes, q_nodes):
-        if (p["op"], p["target"], p["graph"]) != (q["op"], q["target"], q["graph"]):
+        q_target = rename.get(q["target"], q["target"]) if q["op"] == "placeholder" else q["target"]  # its name
+        if (p["op"], p["target"], p["graph"]) != (q["op"], q_target, q["graph"]):
             out.append(Difference(program, "node", kind, p["name"], pristine=(p["op"], p["target"]),
                                   patched=(q["op"], q["target"])))
             continue

@@ -74,10 +74,12 @@ DOCUMENTED = [
     Documented(
         "fwd_nn_module_stack, fwd_source_fn_stack",
         "copied onto backward nodes before dead-code elimination and by the partitioner's backward tag, so "
-        "more backward nodes (functional ops, nodes of HOP subgraphs) carry their forward op's module stack",
+        "more backward nodes (functional ops, nodes of HOP subgraphs) carry their forward op's module stack; "
+        "gradient-accumulation nodes no longer get one (pristine gave them that of an unrelated forward op)",
         "164174, 165202", "164174-fwd-bw-custom, 165202-fwd-bw-subgraphs", "2.10.0",
         lambda d: (d.what == "meta" and d.key in ("fwd_nn_module_stack", "fwd_source_fn_stack")
-                   and d.pristine is None and d.graph in BACKWARD_GRAPHS),
+                   and d.graph in BACKWARD_GRAPHS
+                   and (d.pristine is None or (d.patched is None and d.patched_meta.get("is_gradient_acc") == "True"))),
         "compile_mlp"),
 ]
 

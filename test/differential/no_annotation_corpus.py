@@ -350,7 +350,10 @@ def _archive(obs, buffer):
 
     with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as archive:
         for member in archive.namelist():
-            obs.result(f"archive/{member.split('/', 1)[-1]}", archive.read(member))
+            data = archive.read(member)
+            if member.endswith(".json"):  # stack traces in it hold the install's paths
+                data = obs.norm.text(data.decode()).encode()
+            obs.result(f"archive/{member.split('/', 1)[-1]}", data)
 
 
 @program()
