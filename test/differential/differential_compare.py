@@ -25,6 +25,7 @@ class Difference:
     pristine: object = None
     patched: object = None
     patched_meta: dict = field(default_factory=dict)  # the patched node's meta, for the rows' conditions
+    pristine_meta: dict = field(default_factory=dict)  # the pristine node's meta
     cause: str = UNEXPLAINED
 
     def line(self) -> str:
@@ -81,7 +82,7 @@ def compare_graph(program: str, pristine: dict, patched: dict) -> list[Differenc
         for key in sorted(set(p["meta"]) | set(q_meta)):
             a, b = p["meta"].get(key), q_meta.get(key)
             if a != b:
-                out.append(Difference(program, "meta", kind, p["name"], key, a, b, q["meta"]))
+                out.append(Difference(program, "meta", kind, p["name"], key, a, b, q["meta"], p["meta"]))
     return out
 
 

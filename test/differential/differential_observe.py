@@ -33,6 +33,7 @@ _SITE = re.compile(r"[^\s'\"(]*/site-packages/")
 _DICT_VERSION = re.compile(r"(___dict_version\([^)]*\) == )\d+")
 _BUILTINS_DICT = re.compile(r"__builtins_dict___\d+")
 # An aliasing guard's comment names one of the user lines that reached the object, picked in set order.
+_GUARD_LATENCY = re.compile(r"(Guard eval latency = )[\d.]+( us)")  # a timing (2.10+)
 _ALIASING_COMMENT = re.compile(r"^(.*OBJECT_ALIASING: .*?)\s+# .*$", re.M)
 
 
@@ -247,7 +248,7 @@ def run_program(name: str, norm: Normaliser) -> dict:
     return {
         "results": obs.results,
         "graphs": obs.graphs,
-        "guards": [_ALIASING_COMMENT.sub(r"\1", norm.text(g)) for g in obs.guards],
+        "guards": [_GUARD_LATENCY.sub(r"\1<timing>\2", _ALIASING_COMMENT.sub(r"\1", norm.text(g))) for g in obs.guards],
         "recompiles": [norm.text(r) for r in obs.recompiles],
         "counters": {k: dict(sorted(v.items())) for k, v in sorted(counters.items())
                      if k not in no_annotation_corpus.TIMING_COUNTERS},

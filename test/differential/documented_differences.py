@@ -129,17 +129,29 @@ PENDING = [
     Pending("issue 20 item 5: module surface, names removed by the per-thread tracing state (global-state)",
             lambda d: d.what == "module name removed" and d.key in (
                 "torch.fx.experimental.proxy_tensor.ORIGINAL_ATEN", "torch.fx.traceback.current_meta",
-                "torch.fx.traceback.should_preserve_node_meta", "torch.fx.traceback.__annotations__")),
+                "torch.fx.traceback.should_preserve_node_meta", "torch.fx.traceback.__annotations__",
+                "torch.fx.traceback.current_replay_node")),
     Pending("issue 20 item 7: ambient annotation guard on every frame (ambient-optin)",
             lambda d: d.what == "guards" and _without_ambient_guard(d.pristine) == _without_ambient_guard(d.patched)),
     # Found by this differential; no issue item names them yet.
-    Pending("new: backward of an in-place op on a view (CopySlices) gets seq_nr - 1 (local-inplace-view-seq-nr)",
-            lambda d: d.what == "meta" and d.key == "seq_nr" and d.graph in BACKWARD_GRAPHS
-            and d.pristine is not None and d.patched is not None and int(d.patched) == int(d.pristine) - 1),
+    Pending("new: backward of an in-place op on a view (CopySlices) gets seq_nr - 1, and then that forward "
+            "op's fwd_nn_module_stack/fwd_source_fn_stack (local-inplace-view-seq-nr)", lambda d: _copyslices_paired(d)),
     Pending("new: names local patches add to touched modules (private helpers, imported modules); issue 20 "
             "item 5 allows documented additions only",
             lambda d: d.what == "module name added" and d.key not in UPSTREAM_MODULE_NAMES),
 ]
+
+
+def _copyslices_paired(d) -> bool:
+    """A backward node local-inplace-view-seq-nr re-pairs: its seq_nr is one less than pristine's."""
+    if d.what != "meta" or d.graph not in BACKWARD_GRAPHS:
+        return False
+    try:
+        moved = int(d.patched_meta["seq_nr"]) == int(d.pristine_meta["seq_nr"]) - 1
+    except (KeyError, ValueError):
+        return False
+    return moved and (d.key == "seq_nr" or (d.key in ("fwd_nn_module_stack", "fwd_source_fn_stack")
+                                            and d.pristine is None))
 
 
 def _without_ambient_guard(guard_logs):
