@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
-_LONG_ID = re.compile(r"\b\d{9,}\b")  # id() values in guard text (___check_obj_id(x, 1403...))
+_LONG_ID = re.compile(r"(?<!\d)\d{9,}(?!\d)")  # id() values in guard text (___check_obj_id(x, 1403...))
 _SITE = re.compile(r"[^\s'\"(]*/site-packages/")
 # Process-wide counters that guard text shows: CPython's dict versions (bumped by every dict write in the
 # process) and the suffix Dynamo numbers its builtins-dict globals with (bumped by every frame compiled before).
