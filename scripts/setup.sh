@@ -38,11 +38,13 @@ fi
 .venv/bin/pip install -q pytest expecttest
 
 # Real model code for the no-annotation differential (test/differential/), pinned; the torch of .venv stays:
-# the constraint pins it, and torchvision is the one built for this release (the registry has none for 2.15).
+# the constraint pins it, and torchvision is the one built for this release.
 case "$torch_version" in
   2.5.1) torchvision=0.20.1 ;; 2.6.0) torchvision=0.21.0 ;; 2.7.1) torchvision=0.22.1 ;; 2.8.0) torchvision=0.23.0 ;;
   2.9.1) torchvision=0.24.1 ;; 2.10.0) torchvision=0.25.0 ;; 2.11.0) torchvision=0.26.0 ;; 2.12.1) torchvision=0.27.1 ;;
-  2.13.0) torchvision=0.28.0 ;; 2.14.1) torchvision=0.29.1 ;; *) torchvision= ;;
+  2.13.0) torchvision=0.28.0 ;; 2.14.1) torchvision=0.29.1 ;;
+  2.15.0) torchvision=0.29.2 ;;  # the registry has none built for 2.15; 0.29.2 declares torch>=2.14.0
+  *) torchvision= ;;
 esac
 models="transformers==4.51.3 timm==1.0.15${torchvision:+ torchvision==$torchvision}"
 if ! .venv/bin/python -c "import importlib.metadata as m, sys
