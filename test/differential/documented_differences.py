@@ -117,11 +117,6 @@ class Pending:
 
 
 PENDING = [
-    Pending("issue 20 item 1, issue 24 item 1: Python guards NameError (ambient-optin)",
-            lambda d: d.program == "compile_python_guards" and d.what in ("error", "warnings", "result", "guards",
-                                                                           "recompiles", "counters", "graph list")),
-    Pending("issue 24 item 2, issue 20 item 12: node names used up by view replay (upstream-suite)",
-            lambda d: d.what == "node names"),
     Pending("issue 24 item 3: original_aten lost after a recompile (global-state)",
             lambda d: d.what == "meta" and d.key == "original_aten" and d.patched is None),
     Pending("issue 20 item 4: thread pools lose tracing meta (global-state)",
@@ -135,8 +130,6 @@ PENDING = [
             "their module attribute `copy` is gone (2.15.0 series)",
             lambda d: d.what == "module name removed" and d.key in (
                 "torch.fx.traceback.copy", "torch._functorch._aot_autograd.utils.copy")),
-    Pending("issue 20 item 7: ambient annotation guard on every frame (ambient-optin)",
-            lambda d: d.what == "guards" and _without_ambient_guard(d.pristine) == _without_ambient_guard(d.patched)),
     # Found by this differential; no issue item names them yet.
     Pending("new: backward of an in-place op on a view (CopySlices) gets seq_nr - 1, and then that forward "
             "op's fwd_nn_module_stack/fwd_source_fn_stack (local-inplace-view-seq-nr)", lambda d: _copyslices_paired(d)),
@@ -157,11 +150,3 @@ def _copyslices_paired(d) -> bool:
     return moved and (d.key == "seq_nr" or (d.key in ("fwd_nn_module_stack", "fwd_source_fn_stack")
                                             and d.pristine is None))
 
-
-def _without_ambient_guard(guard_logs):
-    """Guard logs less the ambient-annotation guard (local-dynamo-ambient-annotation)."""
-    if not isinstance(guard_logs, list):
-        return guard_logs
-    return ["\n".join(line for line in text.split("\n")
-                      if "get_current_meta().get('custom')" not in line and "___check_fx_annotation" not in line)
-            for text in guard_logs]
