@@ -20,7 +20,7 @@ def graph_modules(gm: torch.fx.GraphModule):
 
 def _orig_aten(node: torch.fx.Node) -> str:
     """The aten overload the node came from; for a higher-order op (no aten overload), its name."""
-    if "original_aten" in node.meta:
+    if node.meta.get("original_aten") is not None:  # torch leaves None on nodes traced between ops
         return str(node.meta["original_aten"])
     if isinstance(node.target, torch._ops.HigherOrderOperator):
         return node.target.name()

@@ -57,7 +57,7 @@ class CapturedGraph:
 def _target_name(node) -> str:
     import torch
 
-    if "original_aten" in node.meta:
+    if node.meta.get("original_aten") is not None:  # torch leaves None on nodes traced between ops
         return str(node.meta["original_aten"])
     if isinstance(node.target, torch._ops.HigherOrderOperator):
         return node.target.name()

@@ -78,6 +78,21 @@ def test_fully_annotated_script_passes(tmp_path):
     assert '<td class="num">0</td><td class="num">2</td><td class="num">–</td><td class="num">2</td>' in page
 
 
+def test_an_op_traced_between_ops_is_named_by_its_target():
+    # torch writes original_aten = None when an op ends: a sym_size.int traced after it carries None
+    import torch
+    import torch.fx.traceback as fx_traceback
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_overlay.graph_table import meta_rows
+    from torch_overlay.report_capture import snapshot_ops
+
+    with fx_traceback.preserve_node_meta():
+        gm = make_fx(lambda x: (x.sin(), x.shape[0] * 2), tracing_mode="symbolic")(torch.randn(3))
+    assert [op.target for op in snapshot_ops(gm)] == ["aten.sin.default", "sym_size.int", "mul"]
+    assert [row[3] for row in meta_rows(gm)] == ["aten.sin.default", "", ""]  # OrigAten
+
+
 def test_missing_script_is_an_error_and_writes_nothing(tmp_path):
     proc = report_cli(tmp_path / "nope.py", "-o", "r.html", cwd=tmp_path)
     assert proc.returncode == 2
