@@ -32,6 +32,7 @@ DYNAMO = "test/dynamo/test_fx_annotate_dynamo.py"
 EXPORT_PASSES = "test/export/test_export_custom_meta_passes.py"
 EXPORT = "test/export/test_export_annotate.py"
 EXPORT_NONSTRICT_META = "test/export/test_export_nonstrict_meta.py"
+DYNAMIC = "test/dynamo/test_no_annotation_meta.py"
 
 
 @dataclass
@@ -102,23 +103,25 @@ MUTATIONS = [
              "        merged = outer if outer is not None else {}\n        merged.update(self.annotation)\n        return merged\n",
              [FX]),
     Mutation("annotate exits restore what they found (not out-of-order safe)",
-             "torch/fx/traceback.py", "        later = blocks[index + 1:]\n", "        later = []\n", [FX]),
-    Mutation("tracing state shared by all threads",
-             "torch/fx/traceback.py", "        return _thread_local.state\n",
-             "        return _TracingState.__dict__.setdefault('shared', _thread_local.__dict__.setdefault('state', _TracingState()))\n",
+             "torch/fx/traceback.py", "        later = _annotate_blocks[index + 1:]\n", "        later = []\n", [FX]),
+    Mutation("tracing state per thread (a thread pool worker loses the caller's node meta)",
+             "torch/fx/traceback.py", "def has_preserved_node_meta() -> bool:\n    return should_preserve_node_meta\n",
+             "def has_preserved_node_meta() -> bool:\n    import threading\n"
+             "    return should_preserve_node_meta and threading.current_thread() is threading.main_thread()\n",
              [FX]),
-    Mutation("worker thread does not adopt the tracing thread's state",
-             "torch/_functorch/_aot_autograd/logging_utils.py",
-             "            fx_traceback._use_tracing_state(owner_state)\n", "            pass\n", [FX]),
-    Mutation("original_aten left behind as None",
+    Mutation("original_aten key dropped when its op ends (not left as None, as the release does)",
+             "torch/fx/experimental/proxy_tensor.py",
+             '            fx_traceback.current_meta["original_aten"] = None\n',
+             '            fx_traceback.current_meta.pop("original_aten", None)\n', [FX, DYNAMIC]),
+    Mutation("autograd_backward left behind as None",
              "torch/fx/traceback.py",
-             "        if had_key:\n            state.current_meta[key] = outer\n        else:\n            state.current_meta.pop(key, None)",
-             "        state.current_meta[key] = outer", [FX]),
+             "        if had_key:\n            current_meta[key] = outer\n        else:\n            current_meta.pop(key, None)",
+             "        current_meta[key] = outer", [BW_STATE, FX]),
     Mutation("regenerated views not synced under their view node",
              "torch/_subclasses/functional_tensor.py",
              "                    self._regenerate_views_as_traced(args, kwargs)\n", "", [FW_BW]),
     Mutation("_preserve_node_seq_nr ignored when re-tracing",
-             "torch/fx/proxy.py", "            elif tracing_state.should_preserve_node_seq_nr:\n",
+             "torch/fx/proxy.py", "            elif fx_traceback._is_preserving_node_seq_nr():\n",
              "            elif False:\n", [BW_STATE]),
     Mutation("CopySlices backward keeps its own seq_nr",
              "torch/_functorch/_aot_autograd/logging_utils.py",

@@ -1,8 +1,9 @@
 """torch.fx.traceback.annotate / annotate_fn and the tracing state they
 write (patches 163673-annotate, local-no-state-leaks,
-local-tracing-state-per-thread, local-annotation-test-helpers)."""
+local-annotate-exit-any-order, local-annotation-test-helpers)."""
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -214,46 +215,9 @@ class TestCopySemantics(TestCase):
         self.assertEqual(sin.meta["custom"]["tag"], "x")
 
 
-class TestTracingStatePerThread(TestCase):
-    """local-tracing-state-per-thread: beyond upstream (issue 184917)."""
-
-    def test_annotation_in_one_thread_never_reaches_another(self):
-        a_inside, b_done = threading.Event(), threading.Event()
-        graphs, errors = {}, []
-
-        def holds_annotation():
-            def f(x):
-                with fx_traceback.annotate({"thread": "a"}):
-                    y = x.sin()
-                    a_inside.set()
-                    b_done.wait(30)  # the other thread traces while this block is active
-                    return y.cos()
-
-            try:
-                graphs["a"] = trace(f, torch.randn(3))
-            except Exception as e:  # noqa: BLE001
-                errors.append(e)
-                a_inside.set()
-
-        def traces_meanwhile():
-            a_inside.wait(30)
-            try:
-                graphs["b"] = trace(lambda x: x.exp().neg(), torch.randn(3))
-            finally:
-                b_done.set()
-
-        threads = [threading.Thread(target=holds_annotation), threading.Thread(target=traces_meanwhile)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        self.assertEqual(errors, [])
-        self.assertEqual(customs(graphs["b"]), {"exp": None, "neg": None})
-        self.assertEqual(customs(graphs["a"]), {"sin": {"thread": "a"}, "cos": {"thread": "a"}})
-        for gm in graphs.values():  # original_aten is per thread too
-            for n in gm.graph.nodes:
-                if n.op == "call_function":
-                    self.assertEqual(str(n.meta["original_aten"]), str(n.target), n.name)
+class TestAnnotateExitOrder(TestCase):
+    """local-annotate-exit-any-order: beyond upstream (upstream restores, on
+    exit, what the block found on entry)."""
 
     def test_generators_closed_in_any_order_leave_nothing_behind(self):
         def holder(annotation):
@@ -284,10 +248,39 @@ class TestTracingStatePerThread(TestCase):
             self.assertEqual(fx_traceback.current_meta["custom"], {"outer": 0, "b": 0})
         self.assertNotIn("custom", fx_traceback.current_meta)
 
-    def test_backward_run_by_another_thread_uses_the_tracing_threads_state(self):
+
+class TestTracingStateIsProcessWide(TestCase):
+    """fx.traceback's tracing state is one for the process, as in the release
+    and upstream: a thread the tracing thread hands work to sees it."""
+
+    def test_make_fx_in_a_thread_pool_worker_gets_the_callers_node_meta(self):
+        def f(x):
+            return (x.sin() * 2).sum()
+
+        def node_meta(gm):
+            # seq_nr values come from autograd's counter, which is per thread (in the release too)
+            return [(n.op, n.name, {k: "<seq_nr>" if k == "seq_nr" else str(v) for k, v in n.meta.items()
+                                    if k not in ("val", "tensor_meta")})
+                    for n in gm.graph.nodes]
+
+        def capture(run):
+            with fx_traceback.preserve_node_meta(), fx_traceback.annotate({"region": "pool"}):
+                return run(lambda: make_fx(f)(torch.randn(3)))
+
+        here = capture(lambda trace: trace())
+        with ThreadPoolExecutor(1) as pool:
+            there = capture(lambda trace: pool.submit(trace).result())
+        self.assertEqual(node_meta(there), node_meta(here))
+        for n in there.graph.nodes:
+            self.assertIn("seq_nr", n.meta, n.name)
+            if n.op == "call_function":
+                self.assertEqual(str(n.meta["original_aten"]), str(n.target), n.name)
+                self.assertEqual(n.meta["custom"], {"region": "pool"}, n.name)
+
+    def test_backward_run_by_another_thread_traces_with_the_tracing_state(self):
         """Autograd runs the backward of device tensors in its own worker
-        threads; the stack-trace preservation hooks make such a thread trace
-        with the state of the thread that traces the joint graph."""
+        threads; the stack-trace preservation hooks set the one tracing state
+        from whichever thread runs them."""
         from torch._functorch._aot_autograd.logging_utils import setup_stacktrace_preservation_hooks
 
         x = torch.randn(3, requires_grad=True)
@@ -307,7 +300,7 @@ class TestTracingStatePerThread(TestCase):
             worker.join(30)
             self.assertEqual(seen, {"custom": {"owner": "main"}, "seq_nr": [y.grad_fn._sequence_nr()],
                                     "preserving": True})
-            # the backward ended: this thread's state is whole again
+            # the backward ended: its grad_fn seq_nr is gone again
             self.assertNotIn("grad_fn_seq_nr", fx_traceback.current_meta)
             self.assertEqual(fx_traceback.current_meta["custom"], {"owner": "main"})
 
@@ -337,15 +330,24 @@ class TestAnnotationTestHelpers(TestCase):
 
 
 class TestNoStateLeaks(TestCase):
-    def test_make_fx_leaves_no_original_aten_behind(self):
+    def test_symint_and_output_nodes_carry_original_aten_as_the_release_writes_it(self):
+        # set_original_aten_op writes original_aten = None when its op ends (the
+        # release and upstream through 2.15 do), so the SymInt nodes traced after
+        # an op (sym_size.int, a mul of sizes) and the output node carry it.
+        def f(x):
+            y = x.sin()
+            return y, x.shape[0] * x.shape[1]
+
         with fx_traceback.preserve_node_meta():
-            before = dict(fx_traceback.current_meta)
-            trace(lambda x: x.sin(), torch.randn(3))
-            self.assertEqual(fx_traceback.current_meta, before)
-            gm = make_fx(lambda x: x + 1)(torch.randn(3))
-            output = [n for n in gm.graph.nodes if n.op == "output"][0]
-            self.assertNotIn("original_aten", output.meta)
-        self.assertEqual(fx_traceback.current_meta, {})
+            gm = make_fx(f, tracing_mode="symbolic")(torch.randn(3, 4))
+        table = "\n".join(f"{n.op}|{n.name}|{n.meta.get('original_aten', '<no key>')}" for n in gm.graph.nodes)
+        self.assertExpectedInline(table, """\
+placeholder|x_1|<no key>
+call_function|sin|aten.sin.default
+call_function|sym_size_int|None
+call_function|sym_size_int_1|None
+call_function|mul|None
+output|output|None""")
 
     def test_same_capture_twice_gives_identical_tables(self):
         def f(x):
