@@ -44,8 +44,9 @@ DOCUMENTED_ADDITIONS = {
     ("torch/_dynamo/variables/ctx_manager.py", "ambient_annotation"): ("local-dynamo-ambient-annotation",),
     ("torch/_dynamo/variables/ctx_manager.py", "ambient_annotation_is"): ("local-dynamo-ambient-annotation",),
     ("torch/_dynamo/variables/ctx_manager.py", "backend_outside_annotations"): ("local-dynamo-ambient-annotation",),
-    ("torch/_dynamo/variables/ctx_manager.py", "trace_under_ambient_annotation"):
-        ("local-dynamo-ambient-annotation",),
+    ("torch/_dynamo/variables/ctx_manager.py", "annotation_repr"): ("local-dynamo-ambient-annotation",),
+    ("torch/_dynamo/variables/ctx_manager.py", "caller_annotation_for_tracing"): ("local-dynamo-ambient-annotation",),
+    ("torch/_dynamo/config.py", "trace_under_caller_annotation"): ("local-dynamo-ambient-annotation",),
 }
 
 LITERAL_TYPES = (type(None), bool, int, float, str, dict, list, tuple, set)
