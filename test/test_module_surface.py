@@ -37,10 +37,10 @@ DOCUMENTED_ADDITIONS = {
     ("torch/fx/traceback.py", "current_replay_node"): ("upstream-view-replay-annotation",),
     ("torch/fx/traceback.py", "get_current_replay_node"): ("upstream-view-replay-annotation",),
     ("torch/fx/traceback.py", "set_current_replay_node"): ("upstream-view-replay-annotation",),
-    ("torch/_dynamo/variables/__init__.py", "FxTracebackAnnotateVariable"): ("164678-dynamo-annotate",),
-    ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable"): ("164678-dynamo-annotate",),
+    ("torch/_dynamo/variables/__init__.py", "FxTracebackAnnotateVariable"): ("164916-dynamo-annotate",),
+    ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable"): ("164916-dynamo-annotate",),
     ("torch/_dynamo/variables/ctx_manager.py", "annotation_from_variable"):
-        ("164678-dynamo-annotate", "local-dynamo-annotation-constants"),
+        ("164916-dynamo-annotate", "local-dynamo-annotation-constants"),
     ("torch/_dynamo/variables/ctx_manager.py", "ambient_annotation"): ("local-dynamo-ambient-annotation",),
     ("torch/_dynamo/variables/ctx_manager.py", "ambient_annotation_is"): ("local-dynamo-ambient-annotation",),
     ("torch/_dynamo/variables/ctx_manager.py", "backend_outside_annotations"): ("local-dynamo-ambient-annotation",),
