@@ -117,15 +117,6 @@ class Pending:
 
 
 PENDING = [
-    Pending("issue 24 item 3: original_aten lost after a recompile (global-state)",
-            lambda d: d.what == "meta" and d.key == "original_aten" and d.patched is None),
-    Pending("issue 20 item 4: thread pools lose tracing meta (global-state)",
-            lambda d: d.program == "make_fx_thread_pool" and d.what == "meta" and d.patched is None),
-    Pending("issue 20 item 5: module surface, names removed by the per-thread tracing state (global-state)",
-            lambda d: d.what == "module name removed" and d.key in (
-                "torch.fx.experimental.proxy_tensor.ORIGINAL_ATEN", "torch.fx.traceback.current_meta",
-                "torch.fx.traceback.should_preserve_node_meta", "torch.fx.traceback.__annotations__",
-                "torch.fx.traceback.current_replay_node", "torch.fx.traceback._should_preserve_node_meta")),
     Pending("new: `import copy` dropped from torch.fx.traceback and torch._functorch._aot_autograd.utils, so "
             "their module attribute `copy` is gone (2.15.0 series)",
             lambda d: d.what == "module name removed" and d.key in (
