@@ -117,10 +117,6 @@ class Pending:
 
 
 PENDING = [
-    Pending("new: `import copy` dropped from torch.fx.traceback and torch._functorch._aot_autograd.utils, so "
-            "their module attribute `copy` is gone (2.15.0 series)",
-            lambda d: d.what == "module name removed" and d.key in (
-                "torch.fx.traceback.copy", "torch._functorch._aot_autograd.utils.copy")),
     # Found by this differential; no issue item names them yet.
     Pending("new: backward of an in-place op on a view (CopySlices) gets seq_nr - 1, and then that forward "
             "op's fwd_nn_module_stack/fwd_source_fn_stack (local-inplace-view-seq-nr)", lambda d: _copyslices_paired(d)),
