@@ -49,6 +49,12 @@ def _canonical(text: str, names: list[str]) -> str:
     return _rename(text, {n: f"__n{i}" for i, n in enumerate(names)})
 
 
+def _without_comments(readable: str) -> str:
+    """print_readable's code without its comment and blank lines: the comments render node meta (stack traces,
+    annotations) that is compared node by node, key by key, where a difference gets its own cause."""
+    return "\n".join(line for line in readable.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+
+
 def compare_graph(program: str, pristine: dict, patched: dict) -> list[Difference]:
     kind = pristine["kind"]
     out = []
@@ -66,7 +72,7 @@ def compare_graph(program: str, pristine: dict, patched: dict) -> list[Differenc
             rename = {q: p for p, q in zip(p_names, q_names)}
         else:
             out.append(Difference(program, "code", kind, pristine=pristine["code"], patched=patched["code"]))
-    elif pristine["readable"] != patched["readable"]:
+    elif _without_comments(pristine["readable"]) != _without_comments(patched["readable"]):
         out.append(Difference(program, "readable", kind, pristine=pristine["readable"], patched=patched["readable"]))
     if not same_count:
         out.append(Difference(program, "node count", kind, pristine=len(p_nodes), patched=len(q_nodes)))

@@ -106,7 +106,7 @@ UPSTREAM_MODULE_NAMES = {
 DOCUMENTED.append(Documented(
     "module names", "new names in the modules the series touches: upstream's API of the backported PRs "
     "(`annotate`, `annotate_fn`, `set_current_replay_node`, `_set_autograd_backward`, ...)",
-    "163673, 164678, 172687, 180251, view replay", "the backports", "2.12.1",
+    "163673, 164916, 172687, 180251, view replay", "the backports", "2.12.1",
     lambda d: d.what == "module name added" and d.key in UPSTREAM_MODULE_NAMES, "(module surface)"))
 
 
