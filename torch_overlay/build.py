@@ -20,23 +20,33 @@ def build_patched(series: Series, read_pristine: Callable[[str], bytes]) -> dict
 
     ``read_pristine(path)`` gives the release's bytes for a path; it is not
     asked for files the series creates."""
-    with tempfile.TemporaryDirectory(prefix="torch-overlay-build-") as tmp:
-        tree = Path(tmp)
-        # Its own repository, so git never resolves paths against an enclosing one.
-        subprocess.run(["git", "init", "-q", str(tree)], check=True)
-        for path in series.touched:
-            if path not in series.created:
-                dest = tree / path
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(read_pristine(path))
-        for patch in series.patches:
-            proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch.path)],
-                                  cwd=tree, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise OverlayError(
-                    f"patch {patch.name} of the torch {series.version} series does not apply:\n"
-                    + proc.stderr.strip(),
-                    unchanged="nothing was changed",
-                    todo="check that the target files are those of the release, or port the patch "
-                         "(see CONTRIBUTING.md, 'Porting a patch')")
-        return {path: (tree / path).read_bytes() for path in series.touched}
+    try:
+        with tempfile.TemporaryDirectory(prefix="torch-overlay-build-") as tmp:
+            return _build_in(Path(tmp), series, read_pristine)
+    except (OSError, subprocess.CalledProcessError) as e:
+        why = e.strerror if isinstance(e, OSError) else f"'{' '.join(e.cmd[:3])}' failed ({e.returncode})"
+        raise OverlayError(f"could not build the patched files in a scratch folder ({tempfile.gettempdir()}): "
+                           f"{why or e}", unchanged="nothing was changed",
+                           todo="free some disk space (or set TMPDIR to a folder with room), then run the "
+                                "command again") from None
+
+
+def _build_in(tree: Path, series: Series, read_pristine: Callable[[str], bytes]) -> dict[str, bytes]:
+    # Its own repository, so git never resolves paths against an enclosing one.
+    subprocess.run(["git", "init", "-q", str(tree)], check=True, capture_output=True)
+    for path in series.touched:
+        if path not in series.created:
+            dest = tree / path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(read_pristine(path))
+    for patch in series.patches:
+        proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch.path)],
+                              cwd=tree, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise OverlayError(
+                f"patch {patch.name} of the torch {series.version} series does not apply:\n"
+                + proc.stderr.strip(),
+                unchanged="nothing was changed",
+                todo="check that the target files are those of the release, or port the patch "
+                     "(see CONTRIBUTING.md, 'Porting a patch')")
+    return {path: (tree / path).read_bytes() for path in series.touched}

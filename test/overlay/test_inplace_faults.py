@@ -310,6 +310,19 @@ def test_disk_full_while_staging_leaves_nothing_behind(lab, scratch):
     assert not (scratch.dist_info / "overlay-txn").exists()
 
 
+def test_disk_full_while_building_the_patched_files_is_refused(scratch):
+    """Found by bench/fault_campaign.py: with almost no room, the scratch build's 'git init' died (SIGXFSZ)
+    and apply printed a traceback."""
+    def tiny_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    before = snapshot(scratch)
+    proc = subprocess.run([str(scratch.python), "-m", "torch_overlay", "apply"], capture_output=True, text=True,
+                          preexec_fn=tiny_files)
+    refused(proc, "could not build the patched files in a scratch folder", "nothing was changed", "free some disk")
+    assert snapshot(scratch) == before
+
+
 # -- 5. an error after the commit point is a success with a warning -----------------------------------
 
 def test_error_after_the_commit_point_is_success_with_a_warning(lab, scratch):
