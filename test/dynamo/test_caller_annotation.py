@@ -18,27 +18,11 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oracle_interpreter import run_json  # noqa: E402
+from oracle.programs.caller_annotation_program import BadRepr, by_preserved_node_meta, sin_cos  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parents[1] / "oracle" / "programs" / "caller_annotation_program.py"
 
 FLAG = "trace_under_caller_annotation"
-
-
-class BadRepr:
-    """An annotation value whose repr raises."""
-
-    def __repr__(self):
-        raise RuntimeError("no repr")
-
-
-def sin_cos(x):
-    return x.sin().cos()
-
-
-def by_preserved_node_meta(x):
-    if fx_traceback.has_preserved_node_meta():
-        return x * 2
-    return x
 
 
 def guard_names_of(fn, x, annotation):
