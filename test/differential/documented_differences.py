@@ -47,14 +47,18 @@ def _regenerated(d) -> bool:
 
 DOCUMENTED = [
     Documented(
-        "autograd_backward", "`True` on every node of an AOT backward graph (and on a backward node the "
-        "partitioner moves into the forward graph)", "180251, 182421",
-        "180251-autograd-backward-state, 182421-bw-graph-autograd-backward", "2.13.0",
-        # A node traced in the backward (partitioner_tag "is_backward") that the partitioner moves into the
-        # forward graph (a weight's transpose for the backward's mm) keeps the flag there.
-        _added("autograd_backward", "True", None,
-               lambda d: d.graph in BACKWARD_GRAPHS or d.patched_meta.get("partitioner_tag") == "is_backward"),
+        "autograd_backward", "`True` on every node traced in the backward (partitioner tag `is_backward`), also "
+        "where the partitioner moves it into the forward graph (a weight's transpose for the backward's mm)",
+        "180251", "180251-autograd-backward-state", "2.12.1",
+        _added("autograd_backward", "True", None, lambda d: d.patched_meta.get("partitioner_tag") == "is_backward"),
         "compile_mlp"),
+    Documented(
+        "autograd_backward of forward ops in the backward graph", "`True` also on the forward ops the "
+        "partitioner or activation checkpointing recomputes in the backward graph",
+        "182421", "182421-bw-graph-autograd-backward", "2.13.0",
+        _added("autograd_backward", "True", BACKWARD_GRAPHS,
+               lambda d: d.patched_meta.get("partitioner_tag") != "is_backward"),
+        "checkpoint_compiled_dropout"),
     Documented(
         "is_gradient_acc", "`True` on the gradient-accumulation nodes (`add` of two gradients) of a backward graph",
         "180251 (the flag; upstream sets it in fx/proxy.py from 2.10.0)", "180251-autograd-backward-state", "2.10.0",

@@ -116,7 +116,7 @@ def test_demo_finishes_an_interrupted_revert_first(lab, scratch):
 
 # -- 3. an unwritable target is refused before anything changes -------------------------------------
 
-@pytest.mark.parametrize("what", ["torch/_export/serde", "torch/fx/traceback.py"])
+@pytest.mark.parametrize("what", ["torch/_export", "torch/fx/traceback.py"])  # a folder holding a target; a target
 def test_immutable_target_is_refused_before_anything_changes(lab, scratch, what):
     path = scratch.site / what
     if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
