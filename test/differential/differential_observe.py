@@ -35,6 +35,24 @@ _BUILTINS_DICT = re.compile(r"__builtins_dict___\d+")
 # An aliasing guard's comment names one of the user lines that reached the object, picked in set order.
 _GUARD_LATENCY = re.compile(r"(Guard eval latency = )[\d.]+( us)")  # a timing (2.10+)
 _ALIASING_COMMENT = re.compile(r"^(.*OBJECT_ALIASING: .*?)\s+# .*$", re.M)
+_LEAF_GUARD = re.compile(r"^(?P<prefix>[| ]*\+- )(?P<kind>[A-Z_]+):")  # a guard line (not a GuardManager)
+
+
+def _leaf_guards_in_order(text: str) -> str:
+    """Guard tree text with each run of sibling leaf guards of one kind sorted: Dynamo installs some of them
+    (DICT_CONTAINS of config attributes) in set order, which changes from one process to the next."""
+    lines, out, run, key = text.split("\n"), [], [], None
+    for line in lines + [None]:
+        m = _LEAF_GUARD.match(line) if line is not None else None
+        this = (m.group("prefix"), m.group("kind")) if m else None
+        if this is not None and this == key:
+            run.append(line)
+            continue
+        out += sorted(run)
+        run, key = ([line], this) if this is not None else ([], None)
+        if this is None and line is not None:
+            out.append(line)
+    return "\n".join(out)
 
 
 class Normaliser:
@@ -248,7 +266,8 @@ def run_program(name: str, norm: Normaliser) -> dict:
     return {
         "results": obs.results,
         "graphs": obs.graphs,
-        "guards": [_GUARD_LATENCY.sub(r"\1<timing>\2", _ALIASING_COMMENT.sub(r"\1", norm.text(g))) for g in obs.guards],
+        "guards": [_leaf_guards_in_order(_GUARD_LATENCY.sub(r"\1<timing>\2", _ALIASING_COMMENT.sub(r"\1", norm.text(g))))
+                   for g in obs.guards],
         "recompiles": [norm.text(r) for r in obs.recompiles],
         "counters": {k: dict(sorted(v.items())) for k, v in sorted(counters.items())
                      if k not in no_annotation_corpus.TIMING_COUNTERS},
