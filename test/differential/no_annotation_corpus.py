@@ -132,13 +132,18 @@ def _breaks(x):
     return y.cos()
 
 
-@program()
-def compile_graph_break(obs):
+def _compiled_forward_backward(obs, fn):
+    """``fn`` compiled with the recording backend on a 4-vector, its sum's value and gradient recorded."""
     x = torch.randn(4, requires_grad=True)
-    out = torch.compile(_breaks, backend=obs.recording_backend())(x).sum()
+    out = torch.compile(fn, backend=obs.recording_backend())(x).sum()
     out.backward()
     obs.result("out", out)
     obs.result("grad", x.grad)
+
+
+@program()
+def compile_graph_break(obs):
+    _compiled_forward_backward(obs, _breaks)
 
 
 @program()
@@ -176,11 +181,7 @@ def _maybe_cond(x):
 
 @program()
 def compile_cond(obs):
-    x = torch.randn(4, requires_grad=True)
-    out = torch.compile(_maybe_cond, backend=obs.recording_backend())(x).sum()
-    out.backward()
-    obs.result("out", out)
-    obs.result("grad", x.grad)
+    _compiled_forward_backward(obs, _maybe_cond)
 
 
 @program()
