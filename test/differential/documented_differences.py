@@ -85,6 +85,14 @@ DOCUMENTED = [
                    and d.graph in BACKWARD_GRAPHS
                    and (d.pristine is None or (d.patched is None and d.patched_meta.get("is_gradient_acc") == "True"))),
         "compile_mlp"),
+    Documented(
+        "nn_module_stack of nodes traced with node meta preserved",
+        "each node's own copy of the tracer's module stack, where pristine stored the tracer's live dict, "
+        "empty once tracing ends (`aot_export_module(pre_dispatch=True)`, non-strict export inside "
+        "`preserve_node_meta()`)",
+        "159956", "159956-module-stack-copy", "2.9.0",
+        lambda d: d.what == "meta" and d.key == "nn_module_stack" and d.pristine == "{}",
+        "aot_export_pre_dispatch_stale_views"),
 ]
 
 

@@ -345,6 +345,34 @@ def export_nonstrict_views(obs):
     _export(obs, ViewAfterMutation(), (torch.randn(4, 3),), False, "export_nonstrict")
 
 
+class StaleViews(nn.Module):
+    """Views taken before a mutation of their base and used after it: functionalization regenerates them."""
+
+    def forward(self, x):
+        y = x.clone()
+        y.add_(1)
+        v = y[1:]
+        w = y.view(-1)
+        y.mul_(2)
+        return v.t() + w.sum(), v
+
+
+@program()
+def export_strict_stale_views(obs):
+    ep = _export(obs, StaleViews(), (torch.randn(3, 2),), True, "export_strict")
+    obs.graph("export_strict.decomposed", ep.run_decompositions().graph_module)
+
+
+@program()
+def aot_export_pre_dispatch_stale_views(obs):
+    from torch._functorch.aot_autograd import aot_export_module
+    from torch.fx import traceback as fx_traceback
+
+    with fx_traceback.preserve_node_meta():
+        gm, _ = aot_export_module(StaleViews(), (torch.randn(3, 2),), trace_joint=False, pre_dispatch=True)
+    obs.graph("aot_export_pre_dispatch", gm)
+
+
 def _archive(obs, buffer):
     """Each member of a saved archive, bytewise (the zip's own timestamps are not the program's)."""
     import zipfile
