@@ -11,6 +11,7 @@ anything (the fix landed: remove the entry). Every other difference is a regress
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -43,6 +44,18 @@ def _added(key: str, value: str | None, graphs: set | None = None, also: Callabl
 
 def _regenerated(d) -> bool:
     return d.patched_meta.get("is_functional_regenerated") == "True"
+
+
+# The random ops functionalize_rng_ops replaces with run_and_save_rng_state under activation checkpointing.
+_RNG_OPS = {"native_dropout", "rand_like", "randn_like", "rand", "randn"}
+_ATEN_OP = re.compile(r"op='aten\.(\w+)'")  # how stringify renders an OpOverload
+
+
+def _rng_output(d) -> bool:
+    """A meta key the output getitem of a functionalized rng op took from the op (upstream-rng-output-meta)."""
+    op = _ATEN_OP.search(d.patched_meta.get("original_aten", ""))
+    return (d.what == "meta" and d.pristine is None and d.node.startswith("getitem")
+            and op is not None and op.group(1) in _RNG_OPS)
 
 
 DOCUMENTED = [
@@ -93,6 +106,13 @@ DOCUMENTED = [
         "159956", "159956-module-stack-copy", "2.9.0",
         lambda d: d.what == "meta" and d.key == "nn_module_stack" and d.pristine == "{}",
         "aot_export_pre_dispatch_stale_views"),
+    Documented(
+        "meta of a checkpointed random op's output",
+        "the forward graph's `getitem` that takes the output of a random op (dropout) replaced by "
+        "`run_and_save_rng_state` under activation checkpointing has the op's node meta (`seq_nr`, stack trace, "
+        "module stacks, `original_aten`, ...) where pristine gave it none",
+        "PR number not identified (partitioners.py functionalize_rng_ops)", "upstream-rng-output-meta", "2.9.0",
+        _rng_output, "checkpoint_compiled_dropout"),
 ]
 
 

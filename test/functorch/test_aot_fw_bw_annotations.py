@@ -389,6 +389,36 @@ class TestActivationCheckpointing(AnnotationTestCase):
     def test_non_reentrant_under_dynamo(self):
         self.run_dynamo(use_reentrant=False)
 
+    def test_dropout_output_keeps_its_annotation(self):
+        """The partitioner replaces a recomputed dropout in the forward graph by
+        run_and_save_rng_state and getitems of the rng state and of the op's output;
+        the output keeps the dropout's annotation and seq_nr (upstream 2.9+), the rng
+        state and the wrapper get none, as upstream."""
+        from torch.utils.checkpoint import checkpoint
+
+        def dropout_block(x, w):
+            return F.dropout(x @ w, p=0.5, training=True).relu()
+
+        def fn(x, w, w2):
+            with annotate({"region": "ckpt"}):
+                h = checkpoint(dropout_block, x, w, use_reentrant=False)
+            return (h @ w2).sum()
+
+        recorder = RecordGraphs()
+        torch._dynamo.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.compile(fn, backend=recorder.backend, fullgraph=True)(*self.inputs()).backward()
+        (fw,) = recorder.fw_graphs
+        (wrapper,) = [n for _, n in call_function_nodes(fw) if "run_and_save_rng_state" in str(n.target)]
+        state, output = sorted(wrapper.users, key=lambda n: n.args[1])
+        self.assertEqual([state.args[1], output.args[1]], [0, 1])
+        self.assertIsNone(region(wrapper))
+        self.assertIsNone(region(state))
+        self.assertEqual(region(output), "ckpt")
+        (relu,) = [n for _, n in call_function_nodes(fw) if op(n) == "aten.relu.default"]
+        self.assertEqual(output.meta["seq_nr"], relu.meta["seq_nr"] - 1)
+
     def test_reentrant_under_dynamo(self):
         self.run_dynamo(use_reentrant=True)
 
