@@ -5,10 +5,11 @@ The promise of the overlay is that a program which does not annotate behaves exa
 release. PyTorch's own tests pin graphs, node names and metadata of the paths the series touches, so a test
 that passes on the pristine release and fails once the series is applied is a regression.
 
-What it does (everything it writes lives under build/upstream-suite/, except the results):
+What it does (everything it writes lives under build/upstream-suite/, except the results and the download):
   1. fetches Debian's source package of PyTorch 2.6.0 (trixie, 2.6.0+dfsg: the upstream tree with test/)
-     with ``apt-get source`` under a private apt configuration, so the system's apt set-up is left alone, and
-     unpacks its test/ folder and pytest.ini once (cached);
+     with ``apt-get source`` under a private apt configuration, so the system's apt set-up is left alone
+     (scripts/debian_source.py; the download is kept in build/debian-pytorch/), and unpacks its test/ folder
+     and pytest.ini once (cached);
   2. installs pytest 7.3.2 into a folder of its own (2.6's conftest uses a hook argument that later pytest
      removed) and puts it first on PYTHONPATH for the test runs; .venv's own pytest is left as it is;
   3. builds libtorchbind_test.so from test/cpp/jit with g++ when a chosen file needs it (TestFX);
@@ -27,7 +28,6 @@ way (re-applied) whatever happens.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import resource
@@ -38,11 +38,10 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import debian_source  # scripts/debian_source.py: the Debian source package, shared with the apply-source test
+
 REPO = Path(__file__).resolve().parents[1]
-RELEASE = "2.6.0"
-DEBIAN_SOURCE = "pytorch"
-DEBIAN_VERSION_PREFIX = "2.6.0+dfsg"
-DEBIAN_SOURCES_LINE = "deb-src http://deb.debian.org/debian trixie main"
+RELEASE = debian_source.RELEASE
 WORK = REPO / "build" / "upstream-suite"
 SOURCE_ROOT = WORK / "src"
 PYTEST_DIR = WORK / "pytest-7.3.2"
@@ -104,36 +103,14 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
 # ---------------------------------------------------------------------------------------------- the source
 
 
-def apt_options(apt_dir: Path) -> list[str]:
-    """A private apt configuration: its own source list, state and cache, none of the system's lists."""
-    return [
-        "-o", f"Dir::Etc::SourceList={apt_dir / 'sources.list'}",
-        "-o", "Dir::Etc::SourceParts=/dev/null",
-        "-o", f"Dir::State={apt_dir / 'state'}",
-        "-o", f"Dir::Cache={apt_dir / 'cache'}",
-    ]
-
-
 def fetch_source() -> Path:
     """PyTorch 2.6.0's tree (test/ and pytest.ini only), from Debian's source package; cached."""
     done = SOURCE_ROOT / "unpacked"
     if done.exists():
         return Path(done.read_text().strip())
-    apt_dir = WORK / "apt"
-    for sub in ("state/lists/partial", "cache/archives/partial"):
-        (apt_dir / sub).mkdir(parents=True, exist_ok=True)
-    (apt_dir / "sources.list").write_text(DEBIAN_SOURCES_LINE + "\n")
-    download = WORK / "download"
-    download.mkdir(parents=True, exist_ok=True)
-    if not glob.glob(str(download / f"{DEBIAN_SOURCE}_{DEBIAN_VERSION_PREFIX}.orig.tar.*")):
-        say(f"apt-get source {DEBIAN_SOURCE} ({DEBIAN_SOURCES_LINE}; private apt configuration in {apt_dir})")
-        run(["apt-get", *apt_options(apt_dir), "-q", "update"])
-        run(["apt-get", *apt_options(apt_dir), "-q", "source", "--download-only", DEBIAN_SOURCE], cwd=download)
-    (orig,) = glob.glob(str(download / f"{DEBIAN_SOURCE}_{DEBIAN_VERSION_PREFIX}.orig.tar.*"))
-    say(f"unpacking test/ and pytest.ini of {Path(orig).name}")
-    SOURCE_ROOT.mkdir(parents=True, exist_ok=True)
-    run(["tar", "xf", orig, "-C", SOURCE_ROOT, "--wildcards", "*/test/*", "*/pytest.ini"])
-    (tree,) = [p for p in SOURCE_ROOT.iterdir() if p.is_dir()]
+    orig = debian_source.orig_tarball(say=say)
+    say(f"unpacking test/ and pytest.ini of {orig.name}")
+    tree = debian_source.unpack(orig, SOURCE_ROOT, "*/test/*", "*/pytest.ini")
     done.write_text(f"{tree}\n")
     return tree
 

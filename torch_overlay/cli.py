@@ -37,6 +37,11 @@ def _cmd_apply_source(args) -> str:
     return apply_source(Path(args.checkout), branch=args.branch, build=args.build)
 
 
+def _cmd_develop(args) -> str:
+    from .develop import develop
+    return develop(Path(args.checkout), force=args.force)
+
+
 def _cmd_workspace(args) -> str:
     from .workspace import create_workspace
     return create_workspace(args.version, Path(args.dir), wheel=args.wheel and Path(args.wheel), extra=args.add,
@@ -88,6 +93,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--branch", help="new branch name (default: overlay/<version>)")
     s.add_argument("--build", action="store_true", help="then run the source build: python setup.py develop")
     s.set_defaults(fn=_cmd_apply_source)
+    dv = sub.add_parser("develop", help="make this Python's torch run a checkout's Python files (links; no build)",
+                        description="CHECKOUT holds the series as commits on the release this Python's torch is "
+                                    "(what apply-source or workspace make). Every Python file under torch/ that "
+                                    "those commits change becomes a link to the checkout's file; 'revert' puts "
+                                    "the release's files back byte for byte.")
+    dv.add_argument("checkout")
+    dv.add_argument("--force", action="store_true", help="go on while other processes have this torch loaded "
+                    "(with a warning)")
+    dv.set_defaults(fn=_cmd_develop)
     ws = sub.add_parser("workspace", help="a git repo of pristine files with each patch as a commit")
     ws.add_argument("version")
     ws.add_argument("dir")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import py_compile
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +46,15 @@ class Status:
     problems: list[OverlayError]  # what status could not deal with (the other commands refuse on these)
 
     @property
+    def develop(self) -> dict | None:
+        """Where the links of develop mode point (see develop.py), None when torch is not in develop mode."""
+        return (self.applied or {}).get("develop")
+
+    @property
     def outdated(self) -> bool:
-        """An applied overlay that is not the current series of this release."""
-        return bool(self.applied) and (self.series is None or self.applied["series_digest"] != self.series.digest)
+        """An applied overlay that is not the current series of this release (develop mode is never)."""
+        return bool(self.applied) and not self.develop and (
+            self.series is None or self.applied["series_digest"] != self.series.digest)
 
     @property
     def exit_code(self) -> int:
@@ -68,7 +75,14 @@ class Status:
         else:
             lines.append(f"series: patches/{self.series.version} ({len(self.series.patches)} patches, {self.series.label})")
             lines += self._behaviour_lines()
-        if self.applied:
+        if self.develop:
+            dev = self.develop
+            lines.append(f"applied: develop mode: {len(dev['links'])} Python file(s) of torch are links to "
+                         f"{dev['checkout']} ({dev['branch'] and 'branch ' + dev['branch'] or 'detached HEAD'}; "
+                         f"commits on {dev['base']} when develop ran: {', '.join(self.applied['patches'])})")
+            lines.append("  edits there are what 'import torch' runs; 'torch-overlay revert' puts the release's files "
+                         "back, 'torch-overlay apply' the series")
+        elif self.applied:
             lines.append("applied: " + ", ".join(self.applied["patches"])
                          + ("  (an older series: run 'torch-overlay apply' to update)" if self.outdated else ""))
         elif not self.problems:
@@ -92,6 +106,9 @@ class Status:
                                        "patches": [p.name for p in self.series.patches]},
             "applied": self.applied and {"release": self.applied["torch_version"], "label": self.applied["label"],
                                          "patches": self.applied["patches"], "current": not self.outdated},
+            "develop": self.develop and {"checkout": self.develop["checkout"], "base": self.develop["base"],
+                                         "head": self.develop["head"], "branch": self.develop["branch"],
+                                         "links": sorted(self.develop["links"])},
             "modified": self.modified,
             "recovered": self.recovered,
             "problems": [{"what": e.what, "unchanged": e.unchanged, "todo": e.todo} for e in self.problems],
@@ -151,6 +168,14 @@ def status() -> Status:
             problems.append(e)
         if applied:
             targets = list(dict.fromkeys([*applied["files"], *targets]))
+        links = applied.get("develop", {}).get("links", {}) if applied else {}
+        if links:  # a link's bytes are the checkout's, whatever RECORD says: it is checked as a link
+            from .develop import link_problems
+            broken = link_problems(inst, applied)
+            problems += [OverlayError(f"{path} is {why}", todo=f"run 'torch-overlay develop "
+                                      f"{applied['develop']['checkout']}' again, or 'torch-overlay revert'")
+                         for path, why in broken.items()]
+            targets = [p for p in targets if p not in links]
         try:
             modified = inst.file_problems(targets)
         except OverlayError as e:
@@ -209,27 +234,38 @@ def apply(force: bool = False) -> str:
         forced = _refuse_unfit(inst, series, force)
         patched = build_patched(series, lambda p: (inst.site / p).read_bytes())
         failpoint("built")
-        _install(inst, series, patched, forced=forced)
+        _install(inst, series_state(series, forced), patched)
         messages.append(f"applied the torch {series.version} series ({series.label}): "
                         + ", ".join(p.name for p in series.patches))
         return "\n".join(messages)
 
 
-def overlay_state(series: Series, patched: dict[str, bytes], pristine: dict[str, bytes | None],
-                  record: Record, forced: bool) -> dict[str, bytes]:
-    """The overlay state files (paths relative to the dist-info folder):
-    ``overlay/applied.json`` and the saved originals beside it.
-
-    Shared by in-place apply and rebuild-wheel, so an installed rebuilt wheel
-    can be reported on and reverted like an in-place apply."""
-    state = {
+def series_state(series: Series, forced: bool) -> dict:
+    """What ``applied.json`` says about what was applied (its ``files`` come from :func:`state_files`)."""
+    return {
         "torch_version": series.version,
         "series_digest": series.digest,
         "label": series.label,
         "patches": [p.name for p in series.patches],
         "forced": forced,
-        "files": {},
     }
+
+
+def overlay_state(series: Series, patched: dict[str, bytes], pristine: dict[str, bytes | None],
+                  record: Record, forced: bool) -> dict[str, bytes]:
+    """The overlay state files of the series (see :func:`state_files`).
+
+    Shared by in-place apply and rebuild-wheel, so an installed rebuilt wheel
+    can be reported on and reverted like an in-place apply."""
+    return state_files(series_state(series, forced), patched, pristine, record)
+
+
+def state_files(header: dict, patched: dict[str, bytes], pristine: dict[str, bytes | None],
+                record: Record) -> dict[str, bytes]:
+    """The overlay state files (paths relative to the dist-info folder): ``overlay/applied.json`` (``header``
+    plus, per file, the hashes of its pristine and new bytes and its RECORD line) and the saved originals
+    beside it, from which revert puts the release back byte for byte."""
+    state = {**header, "files": {}}
     files = {}
     for path, data in patched.items():
         old = pristine[path]
@@ -251,7 +287,17 @@ def _transaction(inst: TorchInstallation) -> Transaction:
 def _write_module(txn: Transaction, inst: TorchInstallation, path: str, data: bytes) -> None:
     """Stage ``data`` as ``path`` and, for a module, its bytecode, so that a kill can never leave a
     half-written .pyc (or py_compile's temporary file) in torch's __pycache__ folders."""
-    staged = txn.write(path, data)
+    _stage_module(txn, inst, path, lambda staged: staged.write_bytes(data))
+
+
+def _link_module(txn: Transaction, inst: TorchInstallation, path: str, target: Path) -> None:
+    """Stage a symbolic link to ``target`` as ``path`` (develop), with bytecode of what it shows now; the
+    bytecode records the target's mtime, so Python compiles it again after an edit."""
+    _stage_module(txn, inst, path, lambda staged: os.symlink(target, staged))
+
+
+def _stage_module(txn: Transaction, inst: TorchInstallation, path: str, produce) -> None:
+    staged = txn.write_with(path, produce)
     if not path.endswith(".py"):
         return
     target = inst.site / path
@@ -272,17 +318,26 @@ def _commit(txn: Transaction) -> None:
         warn(warning)
 
 
-def _install(inst: TorchInstallation, series: Series, patched: dict[str, bytes], forced: bool) -> None:
+def _install(inst: TorchInstallation, header: dict, patched: dict[str, bytes],
+             links: dict[str, Path] | None = None) -> None:
+    """Replace each file of ``patched`` by its new bytes, or, for a path in ``links``, by a symbolic link to
+    that file (develop; ``patched`` then holds what the link shows now, and RECORD lists the path without a
+    hash, since its bytes change with every edit), in one transaction with the overlay state."""
+    links = links or {}
     record = inst.record()
     pristine = {p: (inst.site / p).read_bytes() if (inst.site / p).exists() else None for p in patched}
-    state_files = overlay_state(series, patched, pristine, record, forced)
+    new_state = state_files(header, patched, pristine, record)
     dist = inst.relpath(inst.dist_info)
     txn = _transaction(inst)
     for path, data in patched.items():
-        _write_module(txn, inst, path, data)
-        record.put(path, data)
-    txn.write_tree(f"{dist}/{STATE_DIR}", {name[len(STATE_DIR) + 1:]: data for name, data in state_files.items()})
-    for name, data in state_files.items():
+        if path in links:
+            _link_module(txn, inst, path, links[path])
+            record.put_unhashed(path)
+        else:
+            _write_module(txn, inst, path, data)
+            record.put(path, data)
+    txn.write_tree(f"{dist}/{STATE_DIR}", {name[len(STATE_DIR) + 1:]: data for name, data in new_state.items()})
+    for name, data in new_state.items():
         record.put(f"{dist}/{name}", data)
     txn.write(f"{dist}/RECORD", record.render().encode("utf-8"))
     _commit(txn)

@@ -84,6 +84,11 @@ class Record:
         """Record ``data`` as the file at ``path``, in a line ending like the file's others."""
         self.replace(path, record_line(path, data) + self._eol)
 
+    def put_unhashed(self, path: str) -> None:
+        """List ``path`` without a hash or size (as RECORD lists itself): a file whose bytes change at will,
+        such as a link ``develop`` makes to a checkout."""
+        self.replace(path, f"{path},," + self._eol)
+
     def replace(self, path: str, line: str | None) -> None:
         """Replace the line for ``path`` with ``line`` verbatim (append when absent, drop when None)."""
         i = self._index(path)

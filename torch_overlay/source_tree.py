@@ -36,6 +36,13 @@ _VERSION_TXT_RE = re.compile(r"(\d+\.\d+\.\d+)(?:a\d+|alpha\d*)?")
 # Files git keeps while an operation that owns the work tree is under way.
 _IN_PROGRESS = {"rebase-apply": "a git am or rebase", "rebase-merge": "a rebase", "MERGE_HEAD": "a merge",
                 "CHERRY_PICK_HEAD": "a cherry-pick", "REVERT_HEAD": "a revert"}
+# A repository that holds a series as commits (a workspace, or a checkout after apply-source) says in its git
+# config which patches folder and release it belongs to and the commit the series starts from, so that
+# ``refresh`` and ``develop`` need nothing but the folder. A workspace starts from its tag "pristine" (the
+# default), a source checkout from the release tag.
+CONFIG_PATCHES = "torch-overlay.patches"
+CONFIG_VERSION = "torch-overlay.version"
+CONFIG_BASE = "torch-overlay.base"
 # For repositories torch-overlay creates itself: the user's git configuration
 # (diff.algorithm, format.*, apply.whitespace, ...) must not change the bytes.
 ISOLATED_GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -208,10 +215,15 @@ def apply_source(checkout: Path, branch: str | None = None, build: bool = False)
             unchanged=unchanged,
             todo="check that the checkout is the unmodified release tag; to port the patch, see "
                  "CONTRIBUTING.md, 'Porting the series to another release'")
+    for key, value in ((CONFIG_PATCHES, str(co.series.folder.resolve())), (CONFIG_VERSION, co.version),
+                       (CONFIG_BASE, f"v{co.version}")):
+        git(co.top, "config", key, value)
     commits = git_out(co.top, "log", "--reverse", "--format=%h %s", f"{co.head}..HEAD").splitlines()
     summary = "\n".join([f"created branch {new_branch} in {co.top} from tag v{co.version} (was on {co.position}) "
                          f"with {len(commits)} commit(s), one per patch of the series; it is checked out:",
-                         *(f"  {c}" for c in commits)])
+                         *(f"  {c}" for c in commits),
+                         f"'torch-overlay develop {co.top}' makes the installed torch {co.version} run its Python "
+                         f"files; 'torch-overlay refresh {co.top}' writes its commits back to {co.series.folder}"])
     if not build:
         return summary
     print(summary + f"\nrunning: {sys.executable} setup.py develop", flush=True)

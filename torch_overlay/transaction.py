@@ -123,10 +123,14 @@ class _Move:
 
 
 def _fingerprint(path: Path) -> str | None:
-    """None for an absent path, "dir" for a folder, else the sha256 of the file's bytes."""
+    """None for an absent path, "dir" for a folder, "link:<target>" for a symbolic link (``develop`` links
+    files to a checkout whose edits must not look like someone else's change), else the sha256 of the
+    file's bytes."""
     if not os.path.lexists(path):
         return None
-    if path.is_dir() and not path.is_symlink():
+    if path.is_symlink():
+        return "link:" + os.readlink(path)
+    if path.is_dir():
         return "dir"
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -265,7 +269,11 @@ class Transaction:
 
 
 def _keep(source: Path, path: Path) -> None:
-    """``path`` becomes ``source`` itself (a hard link) or, where links fail, a copy with its mtime."""
+    """``path`` becomes ``source`` itself (a hard link) or, where links fail, a copy with its mtime; a
+    symbolic link is kept as a link to the same target."""
+    if source.is_symlink():
+        os.symlink(os.readlink(source), path)
+        return
     try:
         os.link(source, path)
     except OSError:

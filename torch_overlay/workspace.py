@@ -35,11 +35,10 @@ from .port import (MOVED_FILES, PRISTINE_TAG, applies_unchanged, base_tag, follo
 from .pristine import MissingReleaseFile, from_installation, from_wheel
 from .series import (PATCH_SUFFIX, SERIES_FILE, Series, default_patches_root, entry_for, entry_path, load_series,
                      parse_patch, series_entries, series_using, supported_versions)
-from .source_tree import am_series, git, git_out, operation_in_progress
+from .source_tree import (CONFIG_BASE, CONFIG_PATCHES, CONFIG_VERSION, am_series, git, git_out,
+                          operation_in_progress)
 from .transaction import Transaction, exclusive_lock, recover
 
-CONFIG_PATCHES = "torch-overlay.patches"
-CONFIG_VERSION = "torch-overlay.version"
 CONFIG_PORTED_FROM = "torch-overlay.ported-from"
 DEFAULT_SERIES_COMMENT = '# Applied in order by torch-overlay; regenerate with "torch-overlay refresh".\n'
 
@@ -195,13 +194,13 @@ def _commit_label(dir: Path, commit: str) -> str:
     return git_out(dir, "log", "-1", "--format=%h \"%s\"", commit, isolated=True)
 
 
-def _format_patches(dir: Path) -> list[tuple[str, bytes, str]]:
-    """(file name, format-patch bytes, commit) of the commits after ``pristine``, in order."""
-    merges = git_out(dir, "rev-list", "--merges", f"{PRISTINE_TAG}..HEAD", isolated=True)
+def _format_patches(dir: Path, base: str) -> list[tuple[str, bytes, str]]:
+    """(file name, format-patch bytes, commit) of the commits after ``base``, in order."""
+    merges = git_out(dir, "rev-list", "--merges", f"{base}..HEAD", isolated=True)
     if merges:
         raise OverlayError(f"commit {_commit_label(dir, merges.split()[0])} in {dir} is a merge; a series is linear",
-                           unchanged="the patches folder was not changed", todo="rebase onto pristine instead")
-    commits = git_out(dir, "rev-list", "--reverse", f"{PRISTINE_TAG}..HEAD", isolated=True).split()
+                           unchanged="the patches folder was not changed", todo=f"rebase onto {base} instead")
+    commits = git_out(dir, "rev-list", "--reverse", f"{base}..HEAD", isolated=True).split()
     out: list[tuple[str, bytes, str]] = []
     with tempfile.TemporaryDirectory(prefix="torch-overlay-refresh-") as tmp:
         for commit in commits:
@@ -282,24 +281,26 @@ def refresh(dir: Path) -> str:
     if not folder_path.is_dir() and not (old and root.is_dir()):
         raise OverlayError(f"the patches folder {folder} this workspace refreshes into does not exist",
                            todo=f"restore it, or set it: git -C {dir} config {CONFIG_PATCHES} PATH")
-    if git(dir, "rev-parse", "-q", "--verify", f"refs/tags/{PRISTINE_TAG}", check=False, isolated=True).returncode:
-        raise OverlayError(f"{dir} has no tag {PRISTINE_TAG} (the release's files the commits apply to)",
+    # A workspace's series starts at its tag "pristine"; a checkout's after apply-source at the release tag.
+    base = git(dir, "config", "--get", CONFIG_BASE, check=False, isolated=True).stdout.strip() or PRISTINE_TAG
+    if git(dir, "rev-parse", "-q", "--verify", f"refs/tags/{base}", check=False, isolated=True).returncode:
+        raise OverlayError(f"{dir} has no tag {base} (the release's files the commits apply to)",
                            unchanged="the patches folder was not changed",
-                           todo=f"tag the pristine commit: git -C {dir} tag {PRISTINE_TAG} <commit>")
+                           todo=f"tag the release's commit: git -C {dir} tag {base} <commit>")
     busy = operation_in_progress(dir)
     if busy:
         raise OverlayError(f"{busy} is in progress in {dir}", unchanged="the patches folder was not changed",
                            todo="finish it (git am --continue / git rebase --continue) or abort it, then refresh")
-    if git(dir, "merge-base", "--is-ancestor", PRISTINE_TAG, "HEAD", check=False, isolated=True).returncode:
-        raise OverlayError(f"HEAD of {dir} is not built on the tag {PRISTINE_TAG} (an aborted port rebase leaves "
+    if git(dir, "merge-base", "--is-ancestor", base, "HEAD", check=False, isolated=True).returncode:
+        raise OverlayError(f"HEAD of {dir} is not built on the tag {base} (an aborted port rebase leaves "
                            f"HEAD on the old release's series)", unchanged="the patches folder was not changed",
-                           todo=f"check out the branch built on {PRISTINE_TAG}, or make the workspace again")
+                           todo=f"check out the branch built on {base}, or make the workspace again")
     dirty = git(dir, "status", "--porcelain=v1", isolated=True).stdout.rstrip()
     if dirty:
         raise OverlayError(f"{dir} has uncommitted changes:\n{dirty}", unchanged="the patches folder was not changed",
                            todo="commit them (as a new patch or with git commit --amend / git rebase -i pristine) "
                                 "or discard them, then refresh")
-    patches = _format_patches(dir)
+    patches = _format_patches(dir, base)
     lines = [render_report(old, version, port_report(dir, old, moved_paths(root, old, version)))] if old else []
 
     folder_path.mkdir(exist_ok=True)

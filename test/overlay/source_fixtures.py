@@ -1,9 +1,13 @@
-"""Git repositories for testing apply-source and the workspace against the real 2.5.1 files.
+"""Git repositories for testing apply-source, the workspace and develop against real release files.
 
 A "PyTorch checkout" here is a git repository laid out like the PyTorch source
-tree holding the real torch 2.5.1 wheel's own copies of the modules the series
+tree holding the real torch wheel's own copies of the modules the series
 touches plus torch/__init__.py, a version.txt and a small setup.py, committed
-and tagged v2.5.1: exactly what the series meets in a real clone at that tag.
+and tagged v<release>: exactly what the series meets in a real clone at that tag.
+
+For 2.6.0 there is also the real thing: Debian's source package of PyTorch 2.6.0
+(scripts/debian_source.py), the whole upstream tree, committed once and tagged
+v2.6.0 (``debian_checkout``).
 """
 from __future__ import annotations
 
@@ -11,9 +15,13 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from scratch_torch import REPO, TORCH_RELEASE, torch_wheel
+
+sys.path.insert(0, str(REPO / "scripts"))
+import debian_source  # noqa: E402  (scripts/debian_source.py, shared with scripts/upstream_suite.py)
 from torch_overlay.pristine import from_wheel
 from torch_overlay.series import load_series
 
@@ -97,3 +105,37 @@ def overlay_env(patches_root: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_OVERLAY_")}
     env["TORCH_OVERLAY_PATCHES"] = str(patches_root)
     return env
+
+
+DEBIAN_RELEASE_DATE = "2025-01-29T17:00:00+00:00"  # PyTorch 2.6.0's release day (a fixed commit id)
+
+
+def debian_release_repository() -> Path:
+    """Debian's PyTorch 2.6.0 tree as a bare git repository, one commit tagged v2.6.0; made once under build/.
+
+    Every file of the tarball is committed, also those upstream's .gitignore names (a clone at the tag
+    has them tracked too)."""
+    repo = debian_source.CACHE / f"repository-{debian_source.RELEASE}.git"
+    if (repo / "refs" / "tags" / f"v{debian_source.RELEASE}").is_file():
+        return repo
+    tarball = debian_source.orig_tarball()
+    partial = repo.with_name(repo.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    tree = debian_source.unpack(tarball, partial / "unpacked")
+    bare = ["--git-dir", str(partial / "bare"), "--work-tree", str(tree)]
+    git(partial, "init", "-q", "--bare", "--initial-branch=main", str(partial / "bare"))
+    git(partial, *bare, "add", "-A", "-f", ".")
+    git(partial, *bare, "commit", "-q", "-m", f"PyTorch {debian_source.RELEASE} ({tarball.name})",
+        env={"GIT_AUTHOR_DATE": DEBIAN_RELEASE_DATE, "GIT_COMMITTER_DATE": DEBIAN_RELEASE_DATE})
+    git(partial, *bare, "tag", f"v{debian_source.RELEASE}")
+    shutil.rmtree(repo, ignore_errors=True)
+    (partial / "bare").rename(repo)
+    shutil.rmtree(partial)
+    return repo
+
+
+def debian_checkout(dest: Path) -> Path:
+    """A clone of the Debian tree's repository, detached at v2.6.0 as after ``git checkout v2.6.0``."""
+    git(REPO, "clone", "-q", "--no-checkout", str(debian_release_repository()), str(dest))
+    git(dest, "checkout", "-q", "--detach", f"v{debian_source.RELEASE}")
+    return dest
