@@ -31,7 +31,8 @@ from .series import Patch, Series, default_patches_root, load_series, nearest_su
 COMMITTER_NAME = "torch-overlay developers"
 COMMITTER_EMAIL = "torch-overlay@users.noreply.invalid"
 CHECKOUT_MARKERS = ("setup.py", "version.txt", "torch/__init__.py")
-# version.txt of a release tag holds "2.5.1"; development trees hold "2.6.0a0".
+# version.txt holds "2.6.0a0" at the v2.6.0 tag, as development trees do (seen in Debian's 2.6.0 source package,
+# the upstream tree; the release build sets the final version); a plain "2.5.1" is read the same way.
 _VERSION_TXT_RE = re.compile(r"(\d+\.\d+\.\d+)(?:a\d+|alpha\d*)?")
 # Files git keeps while an operation that owns the work tree is under way.
 _IN_PROGRESS = {"rebase-apply": "a git am or rebase", "rebase-merge": "a rebase", "MERGE_HEAD": "a merge",
