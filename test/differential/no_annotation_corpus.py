@@ -529,6 +529,7 @@ def timm_vit_export_strict(obs):
 CI_SLICE = [
     "compile_mlp", "compile_inplace_views", "compile_dynamic_recompile", "compile_fullgraph_error",
     "compile_python_guards", "checkpoint_compiled_dropout", "aot_function_fn", "make_fx_autograd_grad",
-    "make_fx_thread_pool", "export_nonstrict_views", "export_save_load", "hf_gpt2_sdpa_compile",
+    "make_fx_thread_pool", "export_nonstrict_views", "export_strict_stale_views",
+    "aot_export_pre_dispatch_stale_views", "export_save_load", "hf_gpt2_sdpa_compile",
     "timm_resnet_compile_dynamic",
 ]
