@@ -150,22 +150,9 @@ class Pending:
 
 PENDING = [
     # Found by this differential; no issue item names them yet.
-    Pending("new: backward of an in-place op on a view (CopySlices) gets seq_nr - 1, and then that forward "
-            "op's fwd_nn_module_stack/fwd_source_fn_stack (local-inplace-view-seq-nr)", lambda d: _copyslices_paired(d)),
     Pending("new: names local patches add to touched modules (private helpers, imported modules); issue 20 "
             "item 5 allows documented additions only",
             lambda d: d.what == "module name added" and d.key not in UPSTREAM_MODULE_NAMES),
 ]
 
-
-def _copyslices_paired(d) -> bool:
-    """A backward node local-inplace-view-seq-nr re-pairs: its seq_nr is one less than pristine's."""
-    if d.what != "meta" or d.graph not in BACKWARD_GRAPHS:
-        return False
-    try:
-        moved = int(d.patched_meta["seq_nr"]) == int(d.pristine_meta["seq_nr"]) - 1
-    except (KeyError, ValueError):
-        return False
-    return moved and (d.key == "seq_nr" or (d.key in ("fwd_nn_module_stack", "fwd_source_fn_stack")
-                                            and d.pristine is None))
 

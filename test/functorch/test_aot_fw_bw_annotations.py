@@ -462,36 +462,46 @@ class TestViewReplay(AnnotationTestCase):
         (index_put,) = [n for _, n in call_function_nodes(fw) if op(n) == "aten.index_put.default"]
         self.assertEqual(index_put.meta["custom"], {"pp_stage": 0})
         # Before 2.13 the C++ indexing writes through a full-slice view, so autograd wraps
-        # IndexPutBackward in CopySlices (local-inplace-view-seq-nr pairs it all the same).
+        # IndexPutBackward in CopySlices, numbered after index_put's forward node
+        # (local-bw-seq-nr-ranges annotates its backward all the same).
         (index,) = [n for _, n in call_function_nodes(bw) if op(n) == "aten.index.Tensor"]
-        self.assertEqual(index.meta["seq_nr"], index_put.meta["seq_nr"])
         self.assertEqual(index.meta["custom"], {"pp_stage": 0})
         self.assertFlagsSane(fw, bw)
 
 
 class TestInplaceOnView(AnnotationTestCase):
     """Autograd records an in-place op on a view as a CopySlices node wrapping the
-    op's own grad_fn and numbered one past it; the backward ops traced under it
-    still pair with the op's forward node and carry its annotation
-    (local-inplace-view-seq-nr). Upstream (through 2.15) leaves them unpaired."""
+    op's own grad_fn, made after the op's forward nodes: the backward ops traced
+    under it have a seq_nr no forward node has, and still carry the annotation
+    and source of the op (local-bw-seq-nr-ranges). Upstream (through 2.15)
+    leaves them unannotated."""
 
     def check_inplace_regions(self, fw, bw, forward_ops):
         """``forward_ops``: {in-place op's functional target: (its region, an op its
-        backward traces)}. The backward ops taking the forward op's seq_nr include
-        that op and carry the region and source; every backward op pairs with some
-        forward node."""
+        backward traces)}. The backward ops traced under the autograd Nodes made
+        from that op's forward node up to the next forward node include that op
+        and carry the region and source; every backward op that pairs with no
+        forward node belongs to one of the in-place ops."""
         fw_nodes = [n for _, n in call_function_nodes(fw)]
-        forward_seq_nrs = {n.meta["seq_nr"] for n in fw_nodes}
+        forward_seq_nrs = sorted({n.meta["seq_nr"] for n in fw_nodes})
         ops = bw_ops(bw)
-        self.assertEqual([n.name for _, n in ops if n.meta["seq_nr"] not in forward_seq_nrs], [])
+        owned = set()
         for target, (expected_region, derivative) in forward_ops.items():
             (forward,) = [n for n in fw_nodes if op(n) == target]
             self.assertEqual(region(forward), expected_region)
-            paired = [n for _, n in ops if n.meta["seq_nr"] == forward.meta["seq_nr"]]
+            first = forward.meta["seq_nr"]
+            following = [nr for nr in forward_seq_nrs if nr > first]
+            stop = following[0] if following else float("inf")
+            paired = [n for _, n in ops if first <= n.meta["seq_nr"] < stop]
             self.assertIn(derivative, [op(n) for n in paired])
+            # the pristine numbering: CopySlices' backward keeps a number of its own
+            self.assertTrue(any(n.meta["seq_nr"] != first for n in paired), [n.name for n in paired])
             self.assertEqual({n.name: region(n) for n in paired}, {n.name: expected_region for n in paired})
             for n in paired:
                 self.assertEqual(n.meta["fwd_source_fn_stack"], forward.meta.get("source_fn_stack"), n.name)
+            owned.update(n.name for n in paired)
+        unpaired = [n.name for _, n in ops if n.meta["seq_nr"] not in forward_seq_nrs]
+        self.assertEqual([name for name in unpaired if name not in owned], [])
         self.assertFlagsSane(fw, bw)
 
     def test_inplace_ops_on_views_pair_with_their_forward_ops(self):
@@ -519,6 +529,92 @@ class TestInplaceOnView(AnnotationTestCase):
         fw, bw = record(Scatter(), torch.randn(4, 3, requires_grad=True), compile_with=compile_with_dynamo)
         # copy_'s derivative for the overwritten view is zeros
         self.check_inplace_regions(fw, bw, {"aten.copy.default": ("scatter", "aten.zeros_like.default")})
+
+
+
+class _Identity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        return t
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def nll_applying_identities(count):
+    """An NLL autograd.Function whose forward applies the identity Function ``count``
+    times to the target, as DTensor's loss_parallel NLL handler applies
+    DTensor.from_local: each application makes an autograd Node after the NLL's
+    own, so the NLL's forward nodes take a later number than its backward."""
+
+    class NLL(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, logp, target):
+            for _ in range(count):
+                target = _Identity.apply(target)
+            ctx.save_for_backward(target)
+            ctx.rows, ctx.classes = logp.shape
+            return -logp.gather(1, target[:, None]).mean()
+
+        @staticmethod
+        def backward(ctx, grad):
+            (target,) = ctx.saved_tensors
+            onehot = torch.zeros(ctx.rows, ctx.classes).scatter(1, target[:, None], -1.0 / ctx.rows)
+            return onehot * grad, None
+
+    return NLL
+
+
+class TestFunctionInsideFunction(AnnotationTestCase):
+    """A custom Function whose forward applies another Function: its backward is
+    traced under a Node whose number no forward node has, and carries the
+    annotation current when autograd made that Node (local-bw-seq-nr-ranges).
+    Upstream (through 2.15) leaves the whole NLL backward unannotated."""
+
+    def run_loss(self, count, compile_with):
+        nll = nll_applying_identities(count)
+
+        def f(x, target):
+            h = x * 2  # outside any region
+            with annotate({"module_fqn": "head"}):
+                logp = torch.log_softmax(h, 1)
+            with annotate({"module_fqn": "loss"}):
+                return nll.apply(logp, target)
+
+        fw, bw = record(f, torch.randn(3, 5, requires_grad=True), torch.tensor([0, 2, 4]),
+                        compile_with=compile_with)
+        def forward_seq_nr(target):
+            (node,) = [n for _, n in call_function_nodes(fw) if op(n) == target]
+            return node.meta["seq_nr"]
+
+        expected_by_seq_nr = {forward_seq_nr("aten.mul.Tensor"): None,  # x * 2
+                              forward_seq_nr("aten._log_softmax.default"): "head"}
+        got, expected, nll_ops = {}, {}, []
+        # Under Dynamo (seen on 2.13) the NLL's backward is the autograd_function_apply's
+        # backward graph, inlined without the partitioner's is_backward tag.
+        for _, n in call_function_nodes(bw):
+            if is_gradient_accumulation(n):
+                continue
+            got[n.name] = (n.meta.get("custom") or {}).get("module_fqn")
+            expected[n.name] = expected_by_seq_nr.get(n.meta["seq_nr"], "loss")
+            if expected[n.name] == "loss":
+                nll_ops.append(op(n))
+        self.assertIn("aten.scatter.value", nll_ops)
+        self.assertEqual(got, expected)
+        self.assertFlagsSane(fw, bw)
+
+    def test_one_function_inside_under_aot_function(self):
+        self.run_loss(1, aot_function)
+
+    def test_two_functions_inside_under_aot_function(self):
+        self.run_loss(2, aot_function)
+
+    def test_one_function_inside_under_dynamo(self):
+        self.run_loss(1, compile_with_dynamo)
+
+    def test_two_functions_inside_under_dynamo(self):
+        self.run_loss(2, compile_with_dynamo)
 
 
 if __name__ == "__main__":

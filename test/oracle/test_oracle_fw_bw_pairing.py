@@ -1,6 +1,7 @@
 """Oracle, per node: the forward→backward copy pairs and annotates exactly as
 upstream 2.13 where both trace the same graph (patches 164174-fwd-bw-custom,
-181808-fwd-bw-custom-merge).
+181808-fwd-bw-custom-merge), and beyond it only where upstream leaves a
+backward node unannotated (local-bw-seq-nr-ranges).
 
 programs/fw_bw_pairing_program.py prints the forward and backward nodes of
 each case (name, target, seq_nr relative to the first forward node, custom)
@@ -34,17 +35,17 @@ class TestOracleFwBwPairing(OracleProgramCase):
         self.assertEqual(case, self.upstream["empty_annotation"])
         self.assertEqual([row[3] for row in case["bw"] if row[2] == 0], [{}, {}])
 
-    def test_index_put_through_a_view_pairs_as_upstream(self):
+    def test_index_put_through_a_view_annotates_as_upstream(self):
         # upstream 2.13 writes without a view; before 2.13 autograd wraps the op in
-        # CopySlices (local-inplace-view-seq-nr): the pairing must come out the same
-        def pairing(case):
-            (index_put,) = [row for row in case["fw"] if row[1] == "aten.index_put.default"]
-            return [(row[1], row[2] == index_put[2], row[3]) for row in case["bw"] if row[1] == "aten.index.Tensor"]
+        # CopySlices, numbered after the op's forward node (local-bw-seq-nr-ranges):
+        # the backward index takes the op's annotation all the same
+        def annotations(case):
+            return [(row[1], row[3]) for row in case["bw"] if row[1] == "aten.index.Tensor"]
 
-        self.assertEqual(pairing(self.upstream["index_put_on_view"]), [("aten.index.Tensor", True, {"pp_stage": 0})])
-        self.assertEqual(pairing(self.ours["index_put_on_view"]), pairing(self.upstream["index_put_on_view"]))
+        self.assertEqual(annotations(self.upstream["index_put_on_view"]), [("aten.index.Tensor", {"pp_stage": 0})])
+        self.assertEqual(annotations(self.ours["index_put_on_view"]), annotations(self.upstream["index_put_on_view"]))
 
-    def test_inplace_op_on_a_view_pairs_beyond_upstream(self):
+    def test_inplace_op_on_a_view_annotates_beyond_upstream(self):
         ours, upstream = self.ours["mul_on_view"], self.upstream["mul_on_view"]
         self.assertEqual(ours["fw"], upstream["fw"])
         (mul,) = [row for row in upstream["fw"] if row[1] == "aten.mul.Tensor"]
@@ -54,10 +55,9 @@ class TestOracleFwBwPairing(OracleProgramCase):
         unpaired = [row for row in upstream["bw"] if row[2] not in forward_seq_nrs]
         self.assertEqual({(row[2], str(row[3])) for row in unpaired}, {(mul[2] + 1, "None")})
         self.assertIn("aten.mul.Tensor", [row[1] for row in unpaired])
-        # ours: the same backward graph, those ops paired with mul and annotated as it is
-        expected = [[row[0], row[1], mul[2], mul[3]] if row in unpaired else row for row in upstream["bw"]]
+        # ours: the same backward graph and seq_nrs, those ops annotated as mul is
+        expected = [[row[0], row[1], row[2], mul[3]] if row in unpaired else row for row in upstream["bw"]]
         self.assertEqual(ours["bw"], expected)
-
 
 if __name__ == "__main__":
     run_tests()
