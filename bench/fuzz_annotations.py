@@ -50,7 +50,7 @@ def main(argv=None) -> int:
             for d in v.differences:
                 print(f"  [{d.cause}] {d.line()}")
         return 0
-    command = f".venv/bin/python bench/fuzz_annotations.py --seeds {_arg(sys.argv)}"
+    command = f".venv/bin/python bench/fuzz_annotations.py --seeds {_arg(sys.argv)}" + (" --reuse" if args.reuse else "")
     text = report(verdicts, patched, oracle, seconds, command)
     out = args.out or REPO / "bench" / f"fuzz-annotations-{TORCH_RELEASE}.md"
     out.write_text(text)

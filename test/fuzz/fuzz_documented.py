@@ -52,9 +52,10 @@ class BeyondUpstream:
         return self.patch in series_patches(release) and self.allows(diff, patched, oracle)
 
 
-def _only_annotates_what_upstream_leaves_bare(diff) -> bool:
-    """Where upstream has a node without custom the patched release may have one; nothing else differs."""
-    spare = list(diff.oracle)
+def _only_annotates_what_upstream_leaves_bare(diff, strip_marks: bool = False) -> bool:
+    """Where upstream has a node without custom the patched release may have one; nothing else differs.
+    ``strip_marks``: upstream's torch._dynamo.disable marks (UPSTREAM_ONLY) are left out first."""
+    spare = [(_without_disable_marks(c), b) for c, b in diff.oracle] if strip_marks else list(diff.oracle)
     for custom, backward in diff.patched:
         if (custom, backward) in spare:
             spare.remove((custom, backward))
@@ -78,7 +79,7 @@ BEYOND_UPSTREAM = [
         "non-strict torch.export gives the nodes of an annotate() block their custom; upstream 2.13 only "
         "inside a user preserve_node_meta()",
         lambda d, p, o: (p["capture"] == "export_nonstrict" and d.family in ("export", "export_decomposed")
-                         and _only_annotates_what_upstream_leaves_bare(d))),
+                         and _only_annotates_what_upstream_leaves_bare(d, strip_marks=True))),
     BeyondUpstream(
         "graph break inside annotate: both sides compiled", "local-dynamo-annotate-graph-break",
         "a graph break inside an annotate() block (also in a helper frame called there) compiles the code "
@@ -128,10 +129,17 @@ def _matches_without_disable_marks(d) -> bool:
     """Upstream's custom is the patched one plus the marks, or, where upstream's marking replaced the op's
     own annotation (run_decompositions re-traces an op inside the disabled wrapper under the marks alone),
     the marks only."""
-    spare = sorted(d.oracle, key=repr)
-    for custom, backward in sorted(d.patched, key=repr):
-        match = next((x for x in spare if x[1] == backward and (_without_disable_marks(x[0]) == custom or (
-            x[0] is not None and _without_disable_marks(x[0]) is None))), None)
+    spare, left = sorted(d.oracle, key=repr), []
+    for custom, backward in sorted(d.patched, key=repr):  # first the nodes whose custom is upstream's unmarked
+        match = next((x for x in spare if x[1] == backward and (x[0] == custom or (
+            custom is not None and _without_disable_marks(x[0]) == custom))), None)
+        if match is None:
+            left.append(backward)
+        else:
+            spare.remove(match)
+    for backward in left:  # then the rest against upstream's nodes that hold the marks only
+        match = next((x for x in spare if x[1] == backward and x[0] is not None
+                      and _without_disable_marks(x[0]) is None), None)
         if match is None:
             return False
         spare.remove(match)
