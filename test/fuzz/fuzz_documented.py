@@ -1,0 +1,207 @@
+"""What may differ between a patched release and upstream 2.13 on an annotated program: the data rows.
+
+``BEYOND_UPSTREAM``: a local patch does more than upstream on purpose (README, "Where annotated programs
+differ from upstream", is checked against these rows). A row explains an op difference only on a release
+whose series carries its patch, and only in the shape the patch gives it.
+
+``RELEASE_CANNOT_RUN``: a shape the release itself cannot run, patched or not (a program using it raises on
+the patched side and not on upstream): the generator's programs are the same on every release, so a
+release's limits are said here, by data, instead of skipping programs.
+
+``UPSTREAM_ONLY``: upstream marks ops by a feature the series does not backport.
+
+``RELEASE_TRACES_OTHERWISE``: the release traces the program into other nodes than 2.13 (not an annotation
+matter), so an op compared can be another instance on each side.
+
+``UPSTREAM_REFUSES``: what upstream 2.13 refuses and the patched release runs.
+
+Every other difference is a defect of the series.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def release_tuple(release: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in release.split("+")[0].split(".")[:3])
+
+
+@lru_cache(maxsize=None)
+def series_patches(release: str) -> frozenset:
+    """Patch names of the release's series (patches/<release>/series), an empty set for a release without."""
+    path = REPO / "patches" / release.split("+")[0] / "series"
+    if not path.exists():
+        return frozenset()
+    return frozenset(Path(line.strip()).stem for line in path.read_text().splitlines()
+                     if line.strip() and not line.startswith("#"))
+
+
+@dataclass(frozen=True)
+class BeyondUpstream:
+    key: str
+    patch: str  # the local patch that does it
+    change: str  # what the patched release gives and upstream does not, for the README
+    allows: Callable  # (OpDifference, patched record, oracle record) -> bool
+
+    def explains(self, diff, patched: dict, oracle: dict, release: str) -> bool:
+        return self.patch in series_patches(release) and self.allows(diff, patched, oracle)
+
+
+def _only_annotates_what_upstream_leaves_bare(diff, strip_marks: bool = False) -> bool:
+    """Where upstream has a node without custom the patched release may have one; nothing else differs.
+    ``strip_marks``: upstream's torch._dynamo.disable marks (UPSTREAM_ONLY) are left out first."""
+    spare = [(_without_disable_marks(c), b) for c, b in diff.oracle] if strip_marks else list(diff.oracle)
+    for custom, backward in diff.patched:
+        if (custom, backward) in spare:
+            spare.remove((custom, backward))
+        elif (None, backward) in spare:
+            spare.remove((None, backward))
+        else:
+            return False
+    return True
+
+
+BEYOND_UPSTREAM = [
+    BeyondUpstream(
+        "in-place op on a view: backward paired", "local-inplace-view-seq-nr",
+        "the backward ops of an in-place op on a view (traced under autograd's CopySlices) carry the op's "
+        "annotation; upstream leaves them unannotated",
+        lambda d, p, o: (d.family in ("aot_backward", "make_fx_joint")
+                         and bool({"inplace_view", "output_view_of_mutated"} & set(p["features"]))
+                         and _only_annotates_what_upstream_leaves_bare(d))),
+    BeyondUpstream(
+        "non-strict export: custom without preserve_node_meta", "local-export-nonstrict-custom",
+        "non-strict torch.export gives the nodes of an annotate() block their custom; upstream 2.13 only "
+        "inside a user preserve_node_meta()",
+        lambda d, p, o: (p["capture"] == "export_nonstrict" and d.family in ("export", "export_decomposed")
+                         and _only_annotates_what_upstream_leaves_bare(d, strip_marks=True))),
+    BeyondUpstream(
+        "graph break inside annotate: both sides compiled", "local-dynamo-annotate-graph-break",
+        "a graph break inside an annotate() block (also in a helper frame called there) compiles the code "
+        "on both sides of the break, every node annotated; upstream runs the rest of the frame eagerly, so an "
+        "op it does capture is another instance (traced outside the block)",
+        lambda d, p, o: (p["capture"] == "compile"
+                         and bool({"graph_break_in_annotate", "graph_break_in_annotate_nested_frame"}
+                                  & set(p["features"]))
+                         and _only_annotates_what_upstream_leaves_bare(d))),
+]
+
+
+@dataclass(frozen=True)
+class UpstreamOnly:
+    """Upstream puts something in ``custom`` by a feature the series does not backport."""
+    key: str
+    change: str
+    allows: Callable  # (OpDifference, patched record, oracle record) -> bool
+
+    def explains(self, diff, patched: dict, oracle: dict, release: str) -> bool:
+        return self.allows(diff, patched, oracle)
+
+
+_DISABLE_KEYS = ("_torchdynamo_disable", "_torchdynamo_disable_recursive", "_torchdynamo_disable_method")
+
+
+def _without_disable_marks(custom: str | None) -> str | None:
+    import json
+
+    if custom is None:
+        return None
+    value = {k: v for k, v in json.loads(custom).items() if k not in _DISABLE_KEYS}
+    return json.dumps(value, sort_keys=True) if value else None
+
+
+UPSTREAM_ONLY = [
+    UpstreamOnly(
+        "torch._dynamo.disable marks ops traced during export",
+        "upstream's torch._dynamo.disable wraps the call in annotate({'_torchdynamo_disable': True, ...}) while "
+        "exporting (torch/_dynamo/eval_frame.py), so ops run_decompositions traces inside a disabled helper carry "
+        "those three keys; the release has no such marking and the series does not add it",
+        lambda d, p, o: _matches_without_disable_marks(d)),
+]
+
+
+def _matches_without_disable_marks(d) -> bool:
+    """Upstream's custom is the patched one plus the marks, or, where upstream's marking replaced the op's
+    own annotation (run_decompositions re-traces an op inside the disabled wrapper under the marks alone),
+    the marks only."""
+    spare, left = sorted(d.oracle, key=repr), []
+    for custom, backward in sorted(d.patched, key=repr):  # first the nodes whose custom is upstream's unmarked
+        match = next((x for x in spare if x[1] == backward and (x[0] == custom or (
+            custom is not None and _without_disable_marks(x[0]) == custom))), None)
+        if match is None:
+            left.append(backward)
+        else:
+            spare.remove(match)
+    for backward in left:  # then the rest against upstream's nodes that hold the marks only
+        match = next((x for x in spare if x[1] == backward and x[0] is not None
+                      and _without_disable_marks(x[0]) is None), None)
+        if match is None:
+            return False
+        spare.remove(match)
+    return not spare
+
+
+@dataclass(frozen=True)
+class ReleaseTraces:
+    """The release traces the program into other nodes than 2.13 (not an annotation matter): an op both sides
+    emit equally often can then be another instance on each side."""
+    key: str
+    reason: str
+    allows: Callable  # (OpDifference, patched record, oracle record, release) -> bool
+
+    def explains(self, diff, patched: dict, oracle: dict, release: str) -> bool:
+        return self.allows(diff, patched, oracle, release)
+
+
+def _only_backward_flag_added(d) -> bool:
+    """Same customs; only some of the patched nodes are autograd_backward where upstream's are not."""
+    same = sorted(repr(c) for c, _ in d.patched) == sorted(repr(c) for c, _ in d.oracle)
+    return same and sum(b for _, b in d.patched) > sum(b for _, b in d.oracle)
+
+
+RELEASE_TRACES_OTHERWISE = [
+    ReleaseTraces(
+        "a backward op the release's partitioner moves into the forward graph",
+        "before 2.13 the partitioner can move a backward op (a weight's transpose for the backward's mm) into "
+        "the forward graph, where it carries autograd_backward as the no-annotation differential's row "
+        "'autograd_backward' (180251) documents; 2.13 keeps it in the backward graph, so the forward graphs "
+        "hold the same number of that op with other flags",
+        lambda d, p, o, release: (release_tuple(release) < (2, 13, 0) and d.family == "aot_forward"
+                                  and _only_backward_flag_added(d))),
+]
+
+
+@dataclass(frozen=True)
+class Crash:
+    key: str
+    reason: str
+    applies: Callable  # (record, release) -> bool: the program and the error text it raised
+
+    def explains(self, record: dict, release: str) -> bool:
+        return self.applies(record, release)
+
+
+RELEASE_CANNOT_RUN = [
+    Crash(
+        "Dynamo cannot resume after a graph break inside nested with blocks (2.5.1)",
+        "2.5.1's Dynamo raises InternalTorchDynamoError KeyError in resume_execution "
+        "(block_target_offset_remap) for a graph break inside two nested with blocks of a frame that already "
+        "resumed once; pristine 2.5.1 does the same with torch.enable_grad() blocks, no annotation involved. "
+        "Checked on 2.5.1 only: on another release such a crash is not explained by this row",
+        lambda r, release: (release.split("+")[0] == "2.5.1" and r["capture"] == "compile"
+                            and r["error"].startswith("InternalTorchDynamoError: KeyError")
+                            and "block_target_offset_remap" in (r["traceback"] or ""))),
+]
+UPSTREAM_REFUSES = [
+    Crash(
+        "strict export of torch.utils.checkpoint (2.13)",
+        "upstream 2.13's strict torch.export raises RuntimeError _checkpoint_context_fn on any non-reentrant "
+        "torch.utils.checkpoint call (tag_activation_checkpoint), annotated or not",
+        lambda r, release: (r["capture"] == "export_strict" and "checkpoint" in r["features"]
+                            and r["error"].startswith("RuntimeError: _checkpoint_context_fn"))),
+]
