@@ -68,11 +68,13 @@ def _only_annotates_what_upstream_leaves_bare(diff, strip_marks: bool = False) -
 
 BEYOND_UPSTREAM = [
     BeyondUpstream(
-        "in-place op on a view: backward paired", "local-inplace-view-seq-nr",
-        "the backward ops of an in-place op on a view (traced under autograd's CopySlices) carry the op's "
-        "annotation; upstream leaves them unannotated",
+        "backward nodes whose seq_nr no forward node has: annotated", "local-bw-seq-nr-ranges",
+        "backward ops traced under an autograd Node whose number no forward node took (an in-place op on a "
+        "view, under autograd's CopySlices; a Function applied inside another Function's forward) carry the "
+        "annotation that was current when autograd handed out that number; upstream leaves them unannotated",
         lambda d, p, o: (d.family in ("aot_backward", "make_fx_joint")
-                         and bool({"inplace_view", "output_view_of_mutated"} & set(p["features"]))
+                         and bool({"inplace_view", "output_view_of_mutated", "custom_function_nested"}
+                                  & set(p["features"]))
                          and _only_annotates_what_upstream_leaves_bare(d))),
     BeyondUpstream(
         "non-strict export: custom without preserve_node_meta", "local-export-nonstrict-custom",
