@@ -43,9 +43,13 @@ class TestDynamicShapeRecompile(TestCase):
         sym_sizes = [n for nodes in recompiled for n in nodes if n.target is torch.ops.aten.sym_size.int
                      or n.op == "placeholder" and n.name.startswith("sym_size_int")]
         self.assertTrue(sym_sizes)
+        # 2.15 traces the forward's sym_size.int before any op has set original_aten: the pristine release
+        # leaves the key out there (checked against pristine 2.15.0), so a missing key is only a loss before.
+        key_always_set = torch.__version__ < "2.15"
         for n in sym_sizes:
-            self.assertIn("original_aten", n.meta, f"{n.op} {n.name}")
-            self.assertIsNone(n.meta["original_aten"], f"{n.op} {n.name}")
+            if key_always_set or "original_aten" in n.meta:
+                self.assertIn("original_aten", n.meta, f"{n.op} {n.name}")
+                self.assertIsNone(n.meta["original_aten"], f"{n.op} {n.name}")
 
 
 if __name__ == "__main__":
