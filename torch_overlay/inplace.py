@@ -15,7 +15,8 @@ from .installation import DIFFERS, MISSING, NOT_IN_RELEASE, STATE_DIR, STATE_FIL
 from .live_processes import refuse_while_loaded
 from .record import Record, record_hash
 from .series import Series, load_series
-from .transaction import Barrier, JournalError, Transaction, exclusive_lock, failpoint, recover
+from .transaction import (Barrier, JournalDiscarded, JournalError, Transaction, exclusive_lock, failpoint, recover,
+                          remove_by_rename)
 
 # Replaced by a stub while files move (see transaction.py): every import of torch runs it first.
 BARRIER_PATH = "torch/__init__.py"
@@ -129,6 +130,12 @@ def _recover(inst: TorchInstallation) -> str | None:
     """Finish or undo an interrupted transaction (under the lock), with torch's own remedy on failure."""
     try:
         return recover(inst.dist_info)
+    except JournalDiscarded as e:
+        if inst.state_left_behind():  # the discarded apply had moved it in, and pip's reinstall kept it
+            remove_by_rename(inst.dist_info, inst.state_dir)
+            e.unchanged += (f", except the overlay state {inst.state_dir}, which the interrupted apply had moved "
+                            "in and the reinstall left behind (it claimed a patch the files do not have): removed")
+        raise
     except JournalError as e:
         if "reinstall the package" in e.todo:
             e.todo = (f"reinstall torch: {inst.reinstall_command}, "

@@ -103,6 +103,12 @@ class TorchInstallation:
         p = self.state_dir / STATE_FILE
         if not p.exists() and not self.state_dir.exists():
             return None
+        if self.state_left_behind():
+            raise OverlayError(
+                f"the overlay state {self.state_dir} is not in torch's installation record, so it describes none "
+                "of the installed files: an interrupted torch-overlay command left it, and torch was reinstalled "
+                "over it", unchanged="nothing was changed; torch's files are as its RECORD lists them",
+                todo=f"remove it (rm -r {self.state_dir}), then run 'torch-overlay apply' to patch torch")
         try:
             state = json.loads(p.read_bytes())
             files = state["files"]
@@ -120,6 +126,21 @@ class TorchInstallation:
                 unchanged="nothing was changed",
                 todo=f"reinstall torch, which also removes the overlay state: {self.reinstall_command}")
         return state
+
+    def state_left_behind(self) -> bool:
+        """Whether the overlay state folder is there but torch's RECORD does not list its applied.json.
+
+        apply and rebuild-wheel list every state file in RECORD, in the same transaction that writes them,
+        and pip's uninstall removes exactly what RECORD lists. A state folder RECORD does not list was moved
+        in by an apply killed before its new RECORD was, and pip then reinstalled torch around it: it claims
+        a patch that the installed files do not have. (An unreadable RECORD is reported on its own.)"""
+        if not self.state_dir.exists():
+            return False
+        try:
+            record = self.record()
+        except OverlayError:
+            return False
+        return record.find(self.relpath(self.state_dir / STATE_FILE)) is None
 
     def pristine_copy(self, path: str) -> Path:
         return self.state_dir / PRISTINE_DIR / (path + PRISTINE_SUFFIX)

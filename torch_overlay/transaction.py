@@ -506,6 +506,18 @@ def _discard_stale_journal(staging: Path, root: Path, moves: list[_Move], change
         todo="run 'torch-overlay status' to see what is installed now, then 'torch-overlay apply' to patch it")
 
 
+def remove_by_rename(staging_parent: Path, path: Path) -> None:
+    """Remove the folder ``path`` in one step as a reader sees it: it is renamed into a staging folder marked
+    as finished, then deleted; a kill on the way leaves only that staging folder, which :func:`recover`
+    removes without a word."""
+    staging = staging_parent / STAGING_NAME
+    staging.mkdir()
+    write_file_durably(staging / DONE_NAME, b"")
+    os.replace(path, staging / "removed")
+    _fsync(staging_parent)
+    shutil.rmtree(staging)
+
+
 def recover(staging_parent: Path) -> str | None:
     """Finish, or undo, a transaction a crash left behind.
 

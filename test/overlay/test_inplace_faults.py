@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fault_checks import Saved, classify, import_probe, snapshot, stale_bytecode, stray_files
-from scratch_torch import REPO, ScratchTorch
+from scratch_torch import REPO, VENV, ScratchTorch, torch_wheel
 from torch_overlay.record import record_hash
 
 
@@ -252,6 +252,51 @@ def test_stale_journal_is_not_replayed_over_a_reinstalled_torch(lab, scratch, tm
     assert "to do: run 'torch-overlay status' to see what is installed now, then 'torch-overlay apply'" in proc.stdout
     assert state(lab) == "pristine" and import_probe(scratch) == "pristine" and not staging.exists()
     assert "applied: none" in scratch.run("status", check=True).stdout
+
+
+def test_real_pip_reinstall_after_the_state_folder_moved_leaves_no_overlay_state(lab, scratch):
+    """apply killed after it moved the overlay state (applied.json, saved originals) into the dist-info folder
+    but before the new RECORD, then a real 'pip install --force-reinstall': pip removes only what the RECORD
+    it reads lists, so the state folder survives the reinstall. Recovery must not leave it behind: status
+    would call the pristine torch patched, and apply would answer "already applied" (fault campaign, seed
+    2027). RECORD does not list it, so recovery removes it with the journal it discards."""
+    assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "journal"}).returncode == -signal.SIGKILL
+    moves = json.loads((scratch.dist_info / "overlay-txn" / "journal.json").read_text())["moves"]
+    lab[3].restore()
+    state_move = [m[0] for m in moves].index(f"{scratch.dist_info.name}/overlay")
+    assert [m[0] for m in moves][state_move + 1] == f"{scratch.dist_info.name}/RECORD"
+    assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": f"move:{state_move}"}).returncode == -signal.SIGKILL
+    subprocess.run([str(VENV / "bin" / "python"), "-m", "pip", "--python", str(scratch.python), "install", "-q",
+                    "--no-deps", "--force-reinstall", "--no-index", str(torch_wheel())], check=True)
+    assert (scratch.dist_info / "overlay" / "applied.json").exists()  # what pip leaves
+    proc = scratch.run("status", rc=1)
+    assert "it was discarded, not replayed" in proc.stdout, proc.stdout
+    assert "applied: none" in scratch.run("status", check=True).stdout
+    assert not (scratch.dist_info / "overlay").exists() and import_probe(scratch) == "pristine"
+    assert "applied the torch" in scratch.run("apply", check=True).stdout
+    assert import_probe(scratch) == "patched" and "files differing from RECORD: none" in scratch.run(
+        "status", check=True).stdout
+
+
+def test_overlay_state_that_record_does_not_list_is_named_not_believed(lab, scratch, tmp_path):
+    """An overlay state folder without its RECORD lines (what the case above left behind before recovery
+    removed it, with no journal left to tell): status must not call the release's files patched, and apply
+    must not answer "already applied"; both name the folder and say to remove it."""
+    scratch.run("apply", check=True)
+    shutil.copytree(scratch.dist_info / "overlay", tmp_path / "overlay")
+    scratch.run("revert", check=True)
+    shutil.copytree(tmp_path / "overlay", scratch.dist_info / "overlay")
+    before = snapshot(scratch)
+    proc = scratch.run("status", rc=1)
+    assert f"problem: the overlay state {scratch.dist_info / 'overlay'} is not in torch's installation record" \
+        in proc.stdout, proc.stdout
+    for command in ("apply", "revert"):
+        refused(scratch.run(command), "is not in torch's installation record", f"rm -r {scratch.dist_info / 'overlay'}",
+                "then run 'torch-overlay apply'")
+    assert snapshot(scratch) == before and import_probe(scratch) == "pristine"
+    shutil.rmtree(scratch.dist_info / "overlay")
+    scratch.run("apply", check=True)
+    assert state(lab) == "patched"
 
 
 def test_journal_over_changed_files_with_the_stub_in_place_is_refused(lab, scratch):
