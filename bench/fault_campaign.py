@@ -1,6 +1,7 @@
 """The fault campaign: the tool on a hostile machine, trial after trial, checked from outside the tool.
 
 usage: .venv/bin/python bench/fault_campaign.py [--trials N] [--seed S] [--only NAME,...] [--pip-trials K]
+                                                [--pip-at COMMAND:MOVE,...]
 
 Every trial runs on a scratch copy of .venv's torch 2.5.1 (test/overlay/scratch_torch.py; the shared .venv is
 never touched) and starts from the pristine or the patched state. Scenarios, in turn:
@@ -15,12 +16,14 @@ never touched) and starts from the pristine or the patched state. Scenarios, in 
   non-root         apply or revert as an unprivileged user (nobody)
   copied-venv      a pending journal in a venv copied with cp -al: the copy recovers into itself
   pip-emulated     apply or revert killed after its commit point, then the release's files put back over it
-                   (what 'pip install --force-reinstall' writes), the staging folder left behind
+                   as 'pip install --force-reinstall' does: what the RECORD it reads does not list stays
+                   (the staging folder, and the overlay state if the new RECORD was not in place yet)
   two-at-once      a second command while the first one holds the lock
   live-process     apply or revert while another process has this torch imported
   damaged-wheel    rebuild-wheel on a small real wheel with a random member damaged, or killed midway
-  pip-reinstall    (--pip-trials, default 1) a real 'pip install --force-reinstall --no-deps' of the release
-                   wheel over a scratch whose apply was killed after its commit point
+  pip-reinstall    (--pip-trials, default 1; --pip-at aims them) a real 'pip install --force-reinstall
+                   --no-deps' of the release wheel over a scratch whose apply or revert was killed after its
+                   commit point
 
 Violations (the campaign's goal is none): a mixed torch that a fresh 'import torch' does not refuse; a state
 other than pristine or patched once the next command has run; stale bytecode; stray files; a traceback; a
@@ -48,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "test" / "overla
 from fault_checks import (Saved, classify, damage_member, import_probe, small_release_wheel_of,  # noqa: E402
                           snapshot, stale_bytecode, stray_files)
 from scratch_torch import VENV, ScratchTorch, torch_wheel  # noqa: E402
+from torch_overlay.record import Record  # noqa: E402
 from torch_overlay.transaction import FAILPOINT_ENV  # noqa: E402
 
 KILLED = -signal.SIGKILL
@@ -256,13 +260,22 @@ def copied_venv(lab: Lab, rng: random.Random):
 
 
 def _put_release_back_over(lab: Lab, state: str) -> None:
-    """The files pip writes back, with the staging folder (which pip knows nothing of) left in place."""
-    staging = lab.scratch.dist_info / "overlay-txn"
-    aside = lab.root / "txn-aside"
+    """What 'pip install --force-reinstall' does: it removes the files the RECORD it reads lists and writes the
+    release's; what that RECORD does not list stays where it is (the staging folder, which pip knows nothing
+    of, and whatever the killed command had moved in before its new RECORD, or kept after the old one)."""
+    site = lab.scratch.site
+    listed = set(Record.parse((lab.scratch.dist_info / "RECORD").read_text()).entries())
+    unlisted = sorted(rel for rel in snapshot(lab.scratch).files
+                      if rel not in listed and rel not in lab.saved[state].files and (site / rel).is_file())
+    aside = lab.root / "unlisted-aside"
     shutil.rmtree(aside, ignore_errors=True)
-    shutil.move(staging, aside)
+    for rel in unlisted:
+        (aside / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(site / rel, aside / rel)
     lab.start(state)
-    shutil.move(aside, staging)
+    for rel in unlisted:
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(aside / rel, site / rel)
 
 
 def pip_emulated(lab: Lab, rng: random.Random):
@@ -283,15 +296,20 @@ def pip_emulated(lab: Lab, rng: random.Random):
     return f"{command} killed at move:{step}, release files put back", problems + lab.recovered()
 
 
-def pip_reinstall(lab: Lab, rng: random.Random):
-    step = rng.randrange(1, lab.moves["apply"])
-    lab.start("pristine")
-    assert lab.run("apply", failpoint=f"move:{step}").returncode == KILLED
+def pip_reinstall(lab: Lab, rng: random.Random, aimed: tuple[str, int] | None = None):
+    """A real pip reinstall of the release over a command killed after its commit point; ``aimed``: which
+    command and move to kill (default: at random)."""
+    command, begin, _ = _command(rng) if aimed is None else \
+        {"apply": ("apply", "pristine", "patched"), "revert": ("revert", "patched", "pristine")}[aimed[0]]
+    step = rng.randrange(1, lab.moves[command]) if aimed is None else aimed[1]
+    what = f"{command} killed at move:{step}, real pip reinstall"
+    lab.start(begin)
+    assert lab.run(command, failpoint=f"move:{step}").returncode == KILLED
     pip = subprocess.run([str(VENV / "bin" / "python"), "-m", "pip", "--python", str(lab.scratch.python), "install",
                           "-q", "--no-deps", "--force-reinstall", "--no-index", str(torch_wheel())],
                          capture_output=True, text=True)
     if pip.returncode != 0:
-        return f"apply killed at move:{step}, pip reinstall", [f"pip failed: {pip.stderr[-300:]}"]
+        return what, [f"pip failed: {pip.stderr[-300:]}"]
     proc = lab.run("status")
     problems = lab.no_traceback(proc)
     if proc.returncode != 1 or "was discarded, not replayed" not in proc.stdout:
@@ -299,10 +317,16 @@ def pip_reinstall(lab: Lab, rng: random.Random):
     seen = import_probe(lab.scratch)
     if seen != "pristine":
         problems.append(f"import torch after pip gave {seen}")
+    again = lab.run("status")
+    if again.returncode != 0 or "applied: none" not in again.stdout or (lab.scratch.dist_info / "overlay").exists():
+        problems.append(f"the reinstalled torch is not reported pristine: exit {again.returncode}: "
+                        f"{again.stdout[-300:]}")
     if lab.run("apply").returncode != 0 or import_probe(lab.scratch) != "patched":
         problems.append("apply after the reinstall did not give a patched torch")
+    elif lab.run("status").returncode != 0:
+        problems.append("status after apply over the reinstalled torch did not exit 0")
     # pip's files are new copies: the next trials start from the saved states again
-    return f"apply killed at move:{step}, real pip reinstall", problems
+    return what, problems
 
 
 def two_at_once(lab: Lab, rng: random.Random):
@@ -374,16 +398,20 @@ SCENARIOS = {f.__name__.replace("_", "-"): f for f in (
     copied_venv, pip_emulated, two_at_once, live_process, damaged_wheel)}
 
 
-def campaign(trials: int, seed: int, only: list[str], pip_trials: int, root: Path, out=print) -> int:
-    """Runs the trials (scenarios in turn) and prints a table; returns the number of violations."""
+def campaign(trials: int, seed: int, only: list[str], pip_trials: int, root: Path, out=print,
+             pip_at: list[tuple[str, int]] = ()) -> int:
+    """Runs the trials (scenarios in turn) and prints a table; returns the number of violations.
+    ``pip_at``: real pip trials aimed at (command, move), after the ``pip_trials`` random ones."""
     rng = random.Random(seed)
     lab = Lab(root)
     names = only or list(SCENARIOS)
     count, violations = Counter(), []
     started = time.perf_counter()
-    plan = [names[i % len(names)] for i in range(trials)] + ["pip-reinstall"] * pip_trials
-    for trial, name in enumerate(plan):
-        what, problems = (pip_reinstall if name == "pip-reinstall" else SCENARIOS[name])(lab, rng)
+    plan = [(names[i % len(names)], None) for i in range(trials)] + [("pip-reinstall", None)] * pip_trials + [
+        ("pip-reinstall", at) for at in pip_at]
+    pip_trials += len(pip_at)
+    for trial, (name, aimed) in enumerate(plan):
+        what, problems = pip_reinstall(lab, rng, aimed) if name == "pip-reinstall" else SCENARIOS[name](lab, rng)
         count[name] += 1
         for p in problems:
             violations.append(f"trial {trial} [{name}] {what}: {p}")
@@ -404,7 +432,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
     ap.add_argument("--pip-trials", type=int, default=1, help="trials with a real pip reinstall (slow: ~1 min)")
+    ap.add_argument("--pip-at", default="", metavar="COMMAND:MOVE,...",
+                    help="more real pip trials, each killing COMMAND (apply or revert) at that move, e.g. apply:43")
     args = ap.parse_args()
+    try:
+        pip_at = [(c, int(m)) for c, m in (x.split(":") for x in args.pip_at.split(",") if x)]
+    except ValueError:
+        ap.error(f"--pip-at takes COMMAND:MOVE,..., not {args.pip_at!r}")
+    if any(c not in ("apply", "revert") for c, _ in pip_at):
+        ap.error("--pip-at: the command is apply or revert")
     only = [n for n in args.only.split(",") if n]
     unknown = [n for n in only if n not in SCENARIOS]
     if unknown:
@@ -412,7 +448,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="fault-campaign-"))
     root.chmod(0o755)  # the non-root trials must reach the scratch
     try:
-        return 1 if campaign(args.trials, args.seed, only, args.pip_trials, root) else 0
+        return 1 if campaign(args.trials, args.seed, only, args.pip_trials, root, pip_at=pip_at) else 0
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
