@@ -405,7 +405,7 @@ def campaign(trials: int, seed: int, only: list[str], pip_trials: int, root: Pat
     rng = random.Random(seed)
     lab = Lab(root)
     names = only or list(SCENARIOS)
-    count, violations = Counter(), []
+    count, violations, done = Counter(), [], []
     started = time.perf_counter()
     plan = [(names[i % len(names)], None) for i in range(trials)] + [("pip-reinstall", None)] * pip_trials + [
         ("pip-reinstall", at) for at in pip_at]
@@ -413,6 +413,8 @@ def campaign(trials: int, seed: int, only: list[str], pip_trials: int, root: Pat
     for trial, (name, aimed) in enumerate(plan):
         what, problems = pip_reinstall(lab, rng, aimed) if name == "pip-reinstall" else SCENARIOS[name](lab, rng)
         count[name] += 1
+        if name == "pip-reinstall":  # a few slow trials: each is named, clean or not
+            done.append(f"  trial {trial} [{name}] {what}: {'clean' if not problems else 'see below'}")
         for p in problems:
             violations.append(f"trial {trial} [{name}] {what}: {p}")
         count[f"{name} violations"] += len(problems)
@@ -421,6 +423,8 @@ def campaign(trials: int, seed: int, only: list[str], pip_trials: int, root: Pat
     for name in [*names, *(["pip-reinstall"] if pip_trials else [])]:
         out(f"{name:<16} {count[name]:>6} {count[f'{name} violations']:>10}")
     out(f"{'all':<16} {len(plan):>6} {len(violations):>10}")
+    for line in done:
+        out(line)
     for v in violations:
         out("  " + v)
     return len(violations)
