@@ -14,12 +14,19 @@ patch that drops its last use drops the import too (as upstream's linter asks).
 An addition is a public name a ``def``, ``class`` or assignment binds; adding
 an import changes nothing a consumer sees.
 Like upstream's test/test_public_bindings.py, but against the release.
+
+Every other name the series adds is one upstream's module has too, or a private helper of the series' own
+code listed with its patch (test/differential/documented_differences.py, which the no-annotation
+differential's ``dir()`` comparison reads as well): a helper imports what it needs inside the function that
+uses it, so no module gains an imported name upstream's lacks.
 """
 from __future__ import annotations
 
 import ast
 import importlib
 import re
+import sys
+from pathlib import Path
 
 import torch
 from torch.testing._internal.common_utils import TestCase, run_tests
@@ -27,6 +34,9 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 from torch_overlay.installation import TorchInstallation
 from torch_overlay.pristine import from_installation
 from torch_overlay.series import default_patches_root, load_series
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "differential"))
+from documented_differences import LOCAL_PRIVATE_NAMES, UPSTREAM_MODULE_NAMES  # noqa: E402
 
 # Public names a patch adds to a module of the release: (module file, name) -> the patches that add it
 # (one of them is in each series whose release lacks the name).
@@ -39,13 +49,6 @@ DOCUMENTED_ADDITIONS = {
     ("torch/fx/traceback.py", "set_current_replay_node"): ("upstream-view-replay-annotation",),
     ("torch/_dynamo/variables/__init__.py", "FxTracebackAnnotateVariable"): ("164916-dynamo-annotate",),
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable"): ("164916-dynamo-annotate",),
-    ("torch/_dynamo/variables/ctx_manager.py", "annotation_from_variable"):
-        ("164916-dynamo-annotate", "local-dynamo-annotation-constants"),
-    ("torch/_dynamo/variables/ctx_manager.py", "ambient_annotation"): ("local-dynamo-ambient-annotation",),
-    ("torch/_dynamo/variables/ctx_manager.py", "ambient_annotation_is"): ("local-dynamo-ambient-annotation",),
-    ("torch/_dynamo/variables/ctx_manager.py", "backend_outside_annotations"): ("local-dynamo-ambient-annotation",),
-    ("torch/_dynamo/variables/ctx_manager.py", "annotation_repr"): ("local-dynamo-ambient-annotation",),
-    ("torch/_dynamo/variables/ctx_manager.py", "caller_annotation_for_tracing"): ("local-dynamo-ambient-annotation",),
     ("torch/_dynamo/config.py", "trace_under_caller_annotation"): ("local-dynamo-ambient-annotation",),
 }
 
@@ -247,6 +250,41 @@ class TestModuleSurface(TestCase):
                 files = [f for p in patch_names for f in root.glob(f"*/{p}.patch")]
                 self.assertTrue(any(adds_binding(f.read_text(), path, name) for f in files),
                                 f"no series' {patch_names} adds {name} to {path}: drop the entry")
+
+    def test_every_other_added_name_is_upstreams_or_a_listed_private_helper(self):
+        """Issue 20 item 5: a name in ``dir()`` of a touched module that neither the release nor upstream has is a
+        private helper of a patch, listed with that patch; an import of anything else belongs in the function."""
+        applied = {p.name[: -len(".patch")]: p for p in self.series.patches}
+        for m in self.modules:
+            before = top_level_bindings(m.pristine)
+            for name, b in top_level_bindings(m.patched).items():
+                imported = b.how in ("import", "from-import")
+                if name in before or name.startswith("__") or not (imported or name.startswith("_")):
+                    continue  # a public def, class or assignment: the test above
+                qualified = f"{m.name}.{name}"
+                if qualified in UPSTREAM_MODULE_NAMES:
+                    continue
+                with self.subTest(module=m.name, name=name):
+                    self.assertFalse(imported, f"the series imports {name} into {m.name}, which upstream's module "
+                                               "does not: import it inside the function that needs it")
+                    self.assertIn(qualified, LOCAL_PRIVATE_NAMES,
+                                  f"{qualified} is added by the series but not listed in LOCAL_PRIVATE_NAMES")
+                    patches = [applied[p] for p in LOCAL_PRIVATE_NAMES[qualified] if p in applied]
+                    self.assertTrue(any(adds_binding(p.path.read_text(), m.path, name) for p in patches),
+                                    f"none of {LOCAL_PRIVATE_NAMES[qualified]} in the torch {torch.__version__} "
+                                    f"series adds {name} to {m.path}")
+
+    def test_each_listed_private_helper_is_private_and_made_by_its_patch_in_some_series(self):
+        """The allow-list holds no public name and no stale entry."""
+        root = default_patches_root()
+        for qualified, patch_names in LOCAL_PRIVATE_NAMES.items():
+            module, name = qualified.rsplit(".", 1)
+            paths = [module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py"]
+            with self.subTest(name=qualified):
+                self.assertTrue(name.startswith("_") and not name.startswith("__"), f"{qualified} is public")
+                files = [f for p in patch_names for f in root.glob(f"*/{p}.patch")]
+                self.assertTrue(any(adds_binding(f.read_text(), path, name) for f in files for path in paths),
+                                f"no series' {patch_names} adds {name} to {module}: drop the entry")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 
-def release_tuple(release: str) -> tuple[int, ...]:
+NEVER = "none"  # first_upstream of a row that upstream never does (the series' own private helpers)
+
+
+def release_tuple(release: str) -> tuple[float, ...]:
+    if release == NEVER:
+        return (float("inf"),)
     return tuple(int(x) for x in release.split("+")[0].split(".")[:3])
 
 
@@ -126,7 +131,13 @@ UPSTREAM_MODULE_NAMES = {
     "torch.fx.traceback._get_custom_metadata": "2.10.0",
     "torch.fx.traceback.get_current_replay_node": "2.10.0",
     "torch.fx.traceback.set_current_replay_node": "2.10.0",
+    "torch._dynamo.variables.FxTracebackAnnotateVariable": "2.10.0",
     "torch._dynamo.variables.ctx_manager.FxTracebackAnnotateVariable": "2.10.0",
+    "torch._dynamo.variables.ctx_manager.contextlib": "2.12.1",
+    "torch.fx.traceback.Callable": "2.10.0",
+    "torch.fx.traceback.TypeVar": "2.10.0",
+    "torch.fx.traceback.current_replay_node": "2.10.0",
+    "torch.fx.traceback._should_preserve_node_meta": "2.11.0",
     "torch.fx.traceback._preserve_node_seq_nr": "2.11.0",
     "torch.fx.traceback._is_preserving_node_seq_nr": "2.11.0",
     "torch.fx.traceback._get_ordered_seq_nr_groups": "2.12.1",
@@ -137,9 +148,54 @@ UPSTREAM_MODULE_NAMES = {
 
 DOCUMENTED.append(Documented(
     "module names", "new names in the modules the series touches: upstream's API of the backported PRs "
-    "(`annotate`, `annotate_fn`, `set_current_replay_node`, `_set_autograd_backward`, ...)",
+    "(`annotate`, `annotate_fn`, `set_current_replay_node`, `_set_autograd_backward`, ...) and the imports "
+    "upstream's module has too (`fx.traceback.Callable`, `ctx_manager.contextlib`)",
     "163673, 164916, 172687, 180251, view replay", "the backports", "2.12.1",
     lambda d: d.what == "module name added" and d.key in UPSTREAM_MODULE_NAMES, "(module surface)"))
+
+
+# The private helpers the series' own code adds to a module where upstream has no such name, each with the
+# patches that add it (one of them is in each series that adds the name; test/test_module_surface.py checks
+# that the installed series' patch adds it, and that the series adds no other name: no public helper, no
+# module-level import upstream's module lacks; a helper imports what it needs inside the function).
+LOCAL_PRIVATE_NAMES = {
+    "torch._dynamo.trace_rules._context_decorator_wrapper_code": ("local-dynamo-context-decorator",),
+    "torch._dynamo.variables.ctx_manager._ambient_annotation": ("local-dynamo-ambient-annotation",),
+    "torch._dynamo.variables.ctx_manager._ambient_annotation_is": ("local-dynamo-ambient-annotation",),
+    "torch._dynamo.variables.ctx_manager._annotation_repr": ("local-dynamo-ambient-annotation",),
+    "torch._dynamo.variables.ctx_manager._backend_outside_annotations": ("local-dynamo-ambient-annotation",),
+    "torch._dynamo.variables.ctx_manager._caller_annotation_for_tracing": ("local-dynamo-ambient-annotation",),
+    "torch._dynamo.variables.ctx_manager._caller_annotation_hidden": ("local-dynamo-ambient-annotation",),
+    "torch._dynamo.variables.ctx_manager._annotation_from_variable":
+        ("164916-dynamo-annotate", "local-dynamo-annotation-constants"),
+    "torch._dynamo.variables.ctx_manager._annotation_value":
+        ("164916-dynamo-annotate", "local-dynamo-annotation-constants"),
+    "torch._dynamo.variables.ctx_manager._constant_annotation":
+        ("164916-dynamo-annotate", "local-dynamo-annotation-constants"),
+    "torch._dynamo.variables.ctx_manager._is_sequence_of_pairs":
+        ("164916-dynamo-annotate", "local-dynamo-annotation-constants"),
+    "torch._dynamo.variables.ctx_manager._sequence_of_pairs": ("local-dynamo-annotation-constants",),
+    "torch._dynamo.variables.functions._recreate_supported_context_manager": ("local-dynamo-context-decorator",),
+    "torch._functorch._aot_autograd.utils._is_backward_node": ("164174-fwd-bw-custom", "local-fwd-bw-autograd-backward"),
+    "torch.export.exported_program._inputs_and_output_by_role": ("local-export-decomp-custom",),
+    "torch.export.exported_program._save_input_and_output_custom": ("local-export-decomp-custom",),
+    "torch.export.exported_program._restore_input_and_output_custom": ("local-export-decomp-custom",),
+    "torch.export.exported_program._own_input_and_output_custom": ("local-export-decomp-custom",),
+    "torch.fx.graph._ANNOTATION_VALUE_MAX_CHARS": ("173119-graph-code-annotation",),
+    "torch.fx.graph._annotation_summary": ("173119-graph-code-annotation",),
+    "torch.fx.traceback._F": ("163673-annotate",),
+    "torch.fx.traceback._AnnotateBlock": ("local-annotate-exit-any-order",),
+    "torch.fx.traceback._annotate_blocks": ("local-annotate-exit-any-order",),
+    "torch.fx.traceback._set_current_meta_key": ("local-no-state-leaks",),
+    "torch.fx.traceback._should_preserve_node_seq_nr": ("172687-preserve-node-seq-nr",),
+}
+
+DOCUMENTED.append(Documented(
+    "private module names", "private helpers of the series' own code in the modules it touches "
+    "(`_annotation_repr`, `_AnnotateBlock`, `_set_current_meta_key`, ...: each is listed with its patch in "
+    "`LOCAL_PRIVATE_NAMES`); the series adds no public name and no import beyond upstream's",
+    "none (the series' own helpers)", "the patches listed with each name", NEVER,
+    lambda d: d.what == "module name added" and d.key in LOCAL_PRIVATE_NAMES, "(module surface)"))
 
 
 @dataclass(frozen=True)
@@ -150,9 +206,6 @@ class Pending:
 
 PENDING = [
     # Found by this differential; no issue item names them yet.
-    Pending("new: names local patches add to touched modules (private helpers, imported modules); issue 20 "
-            "item 5 allows documented additions only",
-            lambda d: d.what == "module name added" and d.key not in UPSTREAM_MODULE_NAMES),
 ]
 
 
