@@ -188,6 +188,10 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._annotate_blocks": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._set_current_meta_key": ("local-no-state-leaks",),
     "torch.fx.traceback._should_preserve_node_seq_nr": ("172687-preserve-node-seq-nr",),
+    "torch.fx.traceback._SeqNrAnnotations": ("local-bw-seq-nr-ranges",),
+    "torch.fx.traceback._note_current_annotation": ("local-bw-seq-nr-ranges",),
+    "torch.fx.traceback._record_seq_nr_annotations": ("local-bw-seq-nr-ranges",),
+    "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
 }
 
 DOCUMENTED.append(Documented(
