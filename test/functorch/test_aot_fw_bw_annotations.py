@@ -617,5 +617,30 @@ class TestFunctionInsideFunction(AnnotationTestCase):
         self.run_loss(2, compile_with_dynamo)
 
 
+class TestCond(AnnotationTestCase):
+    """The backward cond of a cond traced inside annotate carries the region (issue 20 item 9). Its seq_nr is the
+    cond's autograd Node's; before 2.13 the forward cond node takes a later number (the branches are traced
+    inside the Function's forward), and local-bw-seq-nr-ranges gives it the annotation current when that Node
+    was made."""
+
+    def test_backward_cond_and_its_outputs_carry_the_region(self):
+        from torch._higher_order_ops.cond import cond
+
+        def fn(x, w):
+            with annotate({"region": "cond"}):
+                y = cond(x.sum() > 0, lambda a: (a @ w).sin(), lambda a: (a @ w).cos(), (x,))
+            return y.sum()
+
+        torch.manual_seed(0)
+        fw, bw = record(fn, torch.randn(3, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True),
+                        compile_with=compile_with_dynamo)
+        fw_cond = [n for n in fw.graph.nodes if n.op == "call_function" and n.target is torch.ops.higher_order.cond]
+        bw_cond = [n for n in bw.graph.nodes if n.op == "call_function" and n.target is torch.ops.higher_order.cond]
+        self.assertEqual((len(fw_cond), len(bw_cond)), (1, 1))
+        self.assertEqual(region(fw_cond[0]), "cond")
+        self.assertEqual(region(bw_cond[0]), "cond")
+        self.assertEqual([region(u) for u in bw_cond[0].users], ["cond"] * len(bw_cond[0].users))
+
+
 if __name__ == "__main__":
     run_tests()
