@@ -16,9 +16,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test" / "fuzz"))
 
-from fuzz_compare import compare_runs  # noqa: E402
-from fuzz_run import TORCH_RELEASE, load_sides, report, run, show  # noqa: E402
-
 
 def seed_range(text: str) -> list[int]:
     """'0:500' (end excluded), '7' or '3,9,12'."""
@@ -31,12 +28,16 @@ def seed_range(text: str) -> list[int]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=seed_range, default=seed_range("0:500"))
-    parser.add_argument("--out", type=Path, help=f"default: bench/fuzz-annotations-{TORCH_RELEASE}.md")
+    parser.add_argument("--out", type=Path, help="default: bench/fuzz-annotations-<the .venv release>.md")
     parser.add_argument("--batch", type=int, default=25, help="seeds per interpreter")
     parser.add_argument("--show", action="store_true", help="print every op of both sides (no table written)")
     parser.add_argument("--reuse", action="store_true",
                         help="classify what an earlier run left in build/fuzz/campaign (the seeds both sides finished)")
     args = parser.parse_args(argv)
+    # Imported after the arguments are read: importing torch's test utilities parses sys.argv (it took --help).
+    from fuzz_compare import compare_runs
+    from fuzz_run import TORCH_RELEASE, load_sides, report, run, show
+
     if args.reuse:
         patched, oracle = load_sides(args.seeds)
         verdicts, seconds = compare_runs(patched, oracle, TORCH_RELEASE), 0.0
