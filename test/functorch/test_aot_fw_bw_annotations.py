@@ -364,16 +364,14 @@ class TestActivationCheckpointing(AnnotationTestCase):
         self.assertNotShared([fw, bw], [user])
         self.assertEqual(user, {"region": "ckpt"})
 
-    def run_dynamo(self, **checkpoint_kwargs):
-        """Checkpoint as Dynamo's tag_activation_checkpoint HOP: annotate runs under Dynamo
-        (patch 164678), so the HOP node and its body carry the region into AOTAutograd."""
+    def compile_checkpointed(self, checkpointed, annotation, **checkpoint_kwargs):
+        """Run ``checkpointed`` under torch.utils.checkpoint inside annotate(annotation), compiled
+        (fullgraph) with recording AOT compilers, forward and backward; the recorder."""
         from torch.utils.checkpoint import checkpoint
 
-        user = {"region": "ckpt"}
-
         def fn(x, w, w2):
-            with annotate(user):
-                h = checkpoint(block, x, w, **checkpoint_kwargs)
+            with annotate(annotation):
+                h = checkpoint(checkpointed, x, w, **checkpoint_kwargs)
             return (h @ w2).sum()
 
         recorder = RecordGraphs()
@@ -381,6 +379,13 @@ class TestActivationCheckpointing(AnnotationTestCase):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.compile(fn, backend=recorder.backend, fullgraph=True)(*self.inputs()).backward()
+        return recorder
+
+    def run_dynamo(self, **checkpoint_kwargs):
+        """Checkpoint as Dynamo's tag_activation_checkpoint HOP: annotate runs under Dynamo
+        (patch 164678), so the HOP node and its body carry the region into AOTAutograd."""
+        user = {"region": "ckpt"}
+        recorder = self.compile_checkpointed(block, user, **checkpoint_kwargs)
         self.assertEqual((len(recorder.fw_graphs), len(recorder.bw_graphs)), (1, 1))
         self.check(recorder.fw_graphs[0], recorder.bw_graphs[0], expect_recompute=True)
         self.assertNotShared(recorder.fw_graphs + recorder.bw_graphs, [user])
@@ -394,21 +399,10 @@ class TestActivationCheckpointing(AnnotationTestCase):
         run_and_save_rng_state and getitems of the rng state and of the op's output;
         the output keeps the dropout's annotation and seq_nr (upstream 2.9+), the rng
         state and the wrapper get none, as upstream."""
-        from torch.utils.checkpoint import checkpoint
-
         def dropout_block(x, w):
             return F.dropout(x @ w, p=0.5, training=True).relu()
 
-        def fn(x, w, w2):
-            with annotate({"region": "ckpt"}):
-                h = checkpoint(dropout_block, x, w, use_reentrant=False)
-            return (h @ w2).sum()
-
-        recorder = RecordGraphs()
-        torch._dynamo.reset()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.compile(fn, backend=recorder.backend, fullgraph=True)(*self.inputs()).backward()
+        recorder = self.compile_checkpointed(dropout_block, {"region": "ckpt"}, use_reentrant=False)
         (fw,) = recorder.fw_graphs
         (wrapper,) = [n for _, n in call_function_nodes(fw) if "run_and_save_rng_state" in str(n.target)]
         state, output = sorted(wrapper.users, key=lambda n: n.args[1])
