@@ -20,6 +20,10 @@ if ! .venv-oracle/bin/python -c 'import torch' 2>/dev/null; then
   python3 -m venv .venv-oracle
   .venv-oracle/bin/pip install -q torch==2.13.0 numpy pytest expecttest
 fi
+if ! .venv-oracle/bin/python -c 'import transformers' 2>/dev/null; then
+  # The annotated HF model programs of test/fuzz/fuzz_models.py, run on both sides; torch stays 2.13.0+cpu.
+  .venv-oracle/bin/pip install -q -c <(echo torch==2.13.0) transformers==4.51.3
+fi
 if ! command -v chromium > /dev/null; then
   # The report test loads the page in headless Chromium (Debian's chromium); it fails, not skips, without it.
   echo "== installing Debian's chromium (the report test's browser)"

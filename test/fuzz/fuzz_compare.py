@@ -135,7 +135,12 @@ def classify(patched: dict, oracle: dict, release: str) -> Verdict:
 
 def compare_runs(patched: dict, oracle: dict, release: str) -> list[Verdict]:
     return [classify(patched["programs"][s], oracle["programs"][s], release)
-            for s in sorted(patched["programs"], key=int) if s in oracle["programs"]]
+            for s in sorted(patched["programs"], key=_program_order) if s in oracle["programs"]]
+
+
+def _program_order(key: str):
+    """Seeds in numeric order, then model programs (fuzz_models.py) by name."""
+    return (0, int(key), "") if key.lstrip("-").isdigit() else (1, 0, key)
 
 
 def tally(verdicts: list[Verdict]) -> Counter:

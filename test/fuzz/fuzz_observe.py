@@ -8,7 +8,7 @@ an ``autograd_backward`` node, or the error the program raised. fuzz_compare.py 
 It reuses the no-annotation differential's observer (recording backend and compilers, the text
 normaliser) and imports nothing else of the project, so it runs unchanged on every release.
 
-    usage: python fuzz_observe.py OUT.json WORKDIR SEED [SEED ...]
+    usage: python fuzz_observe.py OUT.json WORKDIR SEED|MODEL/CAPTURE [...]
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "differential"), str(HERE.parents[1])]
 
 from differential_observe import Normaliser, Observation, stringify  # noqa: E402
-from fuzz_generator import generate  # noqa: E402
+from fuzz_models import program  # noqa: E402
 
 _DYNAMO_OPS = ("call_function", "call_method", "call_module")
 
@@ -91,21 +91,23 @@ def capture(obs: OpsObservation, capture_path: str, model, x) -> None:
         raise ValueError(f"unknown capture path {capture_path!r}")
 
 
-def run_seed(seed: int, workdir: Path, norm: Normaliser) -> dict:
+def run_seed(seed, workdir: Path, norm: Normaliser) -> dict:
+    """Run one program: a seed (an int) of the generator or a model program's name (fuzz_models.py)."""
     import torch
     import torch._dynamo
 
-    program = generate(seed)
-    path = workdir / f"fuzz_seed_{seed}.py"  # a real file: Dynamo and tracebacks read the source lines
-    path.write_text(program.source)
-    record = {"seed": seed, "capture": program.capture, "features": sorted(program.features),
-              "source_sha": hashlib.sha256(program.source.encode()).hexdigest()[:16],
+    prog = program(seed)
+    module_name = "fuzz_seed_" + "".join(c if c.isalnum() else "_" for c in str(seed))
+    path = workdir / f"{module_name}.py"  # a real file: Dynamo and tracebacks read the source lines
+    path.write_text(prog.source)
+    record = {"seed": seed, "capture": prog.capture, "features": sorted(prog.features),
+              "source_sha": hashlib.sha256(prog.source.encode()).hexdigest()[:16],
               "graphs": [], "error": None, "traceback": None}
     obs = OpsObservation(norm)
     torch._dynamo.reset()
-    torch.manual_seed(seed)
+    torch.manual_seed(seed if isinstance(seed, int) else 0)
     try:
-        spec = importlib.util.spec_from_file_location(f"fuzz_seed_{seed}", path)
+        spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # strict export looks the module up by name
         spec.loader.exec_module(module)
@@ -113,7 +115,7 @@ def run_seed(seed: int, workdir: Path, norm: Normaliser) -> dict:
         x = torch.randn(4, 8, requires_grad=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            capture(obs, program.capture, model, x)
+            capture(obs, prog.capture, model, x)
     except Exception as e:
         first = (str(e).strip().splitlines() or [""])[0]
         record["error"] = f"{type(e).__name__}: {norm.text(first)[:300]}"
@@ -134,8 +136,8 @@ def main(argv: list[str]) -> int:
         logging.getLogger(name).setLevel(logging.ERROR)
     norm = Normaliser([])
     result = {"torch": torch.__version__, "programs": {}}
-    for seed in map(int, seeds):
-        result["programs"][str(seed)] = run_seed(seed, workdir, norm)
+    for seed in seeds:
+        result["programs"][seed] = run_seed(int(seed) if seed.lstrip("-").isdigit() else seed, workdir, norm)
         Path(out).write_text(json.dumps(result))  # kept up to date: a crash of the process loses one seed
     return 0
 

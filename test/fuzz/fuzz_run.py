@@ -21,13 +21,13 @@ from differential_sides import PATCHED_PYTHON, REPO, TORCH_RELEASE  # noqa: E402
 from fuzz_compare import CLASSES, EXPLAINED, Verdict, compare_runs, tally  # noqa: E402
 from fuzz_documented import (BEYOND_UPSTREAM, RELEASE_CANNOT_RUN, RELEASE_TRACES_OTHERWISE,  # noqa: E402
                              UPSTREAM_ONLY, UPSTREAM_REFUSES)
-from fuzz_generator import generate  # noqa: E402
+from fuzz_models import program  # noqa: E402
 from oracle_interpreter import ORACLE_PYTHON  # noqa: E402
 
 WORK = REPO / "build" / "fuzz"
 
 
-def _start(python: Path, seeds: list[int], out: Path) -> subprocess.Popen:
+def _start(python: Path, seeds: list, out: Path) -> subprocess.Popen:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     log = open(out.with_suffix(".log"), "w")
@@ -35,7 +35,7 @@ def _start(python: Path, seeds: list[int], out: Path) -> subprocess.Popen:
                              *map(str, seeds)], stdout=log, stderr=subprocess.STDOUT, cwd=str(HERE))
 
 
-def _finish(proc: subprocess.Popen, seeds: list[int], out: Path, deadline: float) -> dict:
+def _finish(proc: subprocess.Popen, seeds: list, out: Path, deadline: float) -> dict:
     """The side's observations; a seed it did not finish gets the reason as its error."""
     try:
         proc.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -47,7 +47,7 @@ def _finish(proc: subprocess.Popen, seeds: list[int], out: Path, deadline: float
     result = json.loads(out.read_text()) if out.exists() else {"torch": "?", "programs": {}}
     for seed in seeds:
         if str(seed) not in result["programs"]:
-            p = generate(seed)
+            p = program(seed)
             result["programs"][str(seed)] = {
                 "seed": seed, "capture": p.capture, "features": sorted(p.features), "graphs": [],
                 "error": f"ObserverDied: the interpreter ended before this seed finished ({ended})",
@@ -55,14 +55,17 @@ def _finish(proc: subprocess.Popen, seeds: list[int], out: Path, deadline: float
     return result
 
 
-def run_sides(seeds: list[int], batch: int = 25, batch_timeout: float = 900, work: Path = WORK / "campaign"
-              ) -> tuple[dict, dict]:
-    """(patched observations, oracle observations) of ``seeds``, run ``batch`` seeds per interpreter."""
+def run_sides(seeds: list, batch: int = 25, batch_timeout: float = 900, work: Path = WORK / "campaign",
+              oracle_python: Path = ORACLE_PYTHON) -> tuple[dict, dict]:
+    """(patched observations, oracle observations) of ``seeds`` (seeds, or model programs' names), run
+    ``batch`` per interpreter. ``oracle_python`` is upstream: the 2.13 oracle, or a pristine release
+    that has annotation tracing itself."""
     patched, oracle = {"programs": {}}, {"programs": {}}
     for start in range(0, len(seeds), batch):
         part = seeds[start:start + batch]
-        outs = (work / "patched" / f"{part[0]}.json", work / "oracle" / f"{part[0]}.json")
-        procs = [_start(py, part, out) for py, out in zip((PATCHED_PYTHON, ORACLE_PYTHON), outs)]
+        name = str(part[0]).replace("/", "-")
+        outs = (work / "patched" / f"{name}.json", work / "oracle" / f"{name}.json")
+        procs = [_start(py, part, out) for py, out in zip((PATCHED_PYTHON, oracle_python), outs)]
         deadline = time.monotonic() + batch_timeout
         for proc, out, merged in zip(procs, outs, (patched, oracle)):
             result = _finish(proc, part, out, deadline)
@@ -87,7 +90,7 @@ def load_sides(seeds: list[int], work: Path = WORK / "campaign") -> tuple[dict, 
     return sides[0], sides[1]
 
 
-def run(seeds: list[int], release: str = TORCH_RELEASE, **kw) -> tuple[list[Verdict], dict, dict, float]:
+def run(seeds: list, release: str = TORCH_RELEASE, **kw) -> tuple[list[Verdict], dict, dict, float]:
     start = time.monotonic()
     patched, oracle = run_sides(seeds, **kw)
     return compare_runs(patched, oracle, release), patched, oracle, time.monotonic() - start
@@ -149,7 +152,7 @@ def report(verdicts: list[Verdict], patched: dict, oracle: dict, seconds: float,
 
 def show(seed: int, patched: dict, oracle: dict) -> str:
     """Every op of every graph of one seed, both sides, for a disagreement's report."""
-    out = [f"# seed {seed}", generate(seed).source]
+    out = [f"# seed {seed}", program(seed).source]
     for side, result in (("patched", patched), ("upstream", oracle)):
         record = result["programs"][str(seed)]
         out.append(f"===== {side} torch {result.get('torch')}: error {record['error']}")
