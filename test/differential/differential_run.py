@@ -39,7 +39,7 @@ def report(pristine: dict, patched: dict, seconds: float) -> str:
     diffs = compare(pristine, patched, TORCH_RELEASE)
     lines = [f"# No-annotation differential, torch {TORCH_RELEASE}", "",
              f"Pristine {pristine['torch']} vs patched {patched['torch']}, {seconds:.0f} s. "
-             "Command: `bash scripts/no_annotation_differential.sh`.", "", "| compared | count |", "|---|---|"]
+             f"Command: `bash scripts/no_annotation_differential.sh --torch {TORCH_RELEASE}`.", "", "| compared | count |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in figures(pristine).items()]
     lines += ["", "## Differences by cause (count per program)", "", "| cause | what | key | program | count |",
               "|---|---|---|---|---|"]
