@@ -2,7 +2,8 @@
 
 Patches are applied with ``git apply`` in a scratch folder laid out like the
 PyTorch source tree, so the same format-patch files serve an installed torch,
-a wheel and a source checkout alike.
+a wheel and a source checkout alike. The files a patch adds to upstream's test
+tree are left out here: an installed torch or a wheel has no test tree.
 """
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import OverlayError
-from .series import Series
+from .series import TEST_TREE, Series
 
 
 def build_patched(series: Series, read_pristine: Callable[[str], bytes]) -> dict[str, bytes]:
-    """Return {repository path: patched bytes} for every path the series touches.
+    """Return {repository path: patched bytes} for every path the series touches outside the test tree.
 
     ``read_pristine(path)`` gives the release's bytes for a path; it is not
     asked for files the series creates."""
@@ -34,13 +35,13 @@ def build_patched(series: Series, read_pristine: Callable[[str], bytes]) -> dict
 def _build_in(tree: Path, series: Series, read_pristine: Callable[[str], bytes]) -> dict[str, bytes]:
     # Its own repository, so git never resolves paths against an enclosing one.
     subprocess.run(["git", "init", "-q", str(tree)], check=True, capture_output=True)
-    for path in series.touched:
+    for path in series.installed:
         if path not in series.created:
             dest = tree / path
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(read_pristine(path))
     for patch in series.patches:
-        proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch.path)],
+        proc = subprocess.run(["git", "apply", "--whitespace=nowarn", f"--exclude={TEST_TREE}*", str(patch.path)],
                               cwd=tree, capture_output=True, text=True)
         if proc.returncode != 0:
             raise OverlayError(
@@ -49,4 +50,4 @@ def _build_in(tree: Path, series: Series, read_pristine: Callable[[str], bytes])
                 unchanged="nothing was changed",
                 todo="check that the target files are those of the release, or port the patch "
                      "(see CONTRIBUTING.md, 'Porting a patch')")
-    return {path: (tree / path).read_bytes() for path in series.touched}
+    return {path: (tree / path).read_bytes() for path in series.installed}

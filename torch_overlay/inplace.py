@@ -167,7 +167,7 @@ def status() -> Status:
             series = load_series(inst.release) if version else None
         except OverlayError:
             series = None
-        targets = series.touched if series else []
+        targets = series.installed if series else []
         applied = None
         try:
             applied = inst.applied_state()
@@ -193,7 +193,7 @@ def status() -> Status:
 
 def _refuse_unfit(inst: TorchInstallation, series: Series, force: bool) -> bool:
     """Refuse when a target is not the release's file; returns whether --force lets modified ones through."""
-    problems = inst.file_problems([p for p in series.touched if p not in series.created])
+    problems = inst.file_problems([p for p in series.installed if p not in series.created])
     absent = [p for p, why in problems.items() if why == NOT_IN_RELEASE]
     if absent:
         patch = next(p for p in series.patches if absent[0] in p.touched)

@@ -74,6 +74,15 @@ def unsupported_release(version: str, root: Path) -> OverlayError:
                         todo=f"{nearest[0]}: 'pip install torch=={nearest[1]}'" if nearest else "")
 
 
+# Upstream's test tree. A patch carries its test there, as the upstream pull request would; only a source
+# checkout has that tree, so applying to an installed torch or a wheel (torch/ alone) leaves those files out.
+TEST_TREE = "test/"
+
+
+def in_test_tree(path: str) -> bool:
+    return path.startswith(TEST_TREE)
+
+
 @dataclass
 class Patch:
     name: str  # file name, e.g. "163673-annotate.patch"
@@ -101,6 +110,16 @@ class Series:
     @property
     def created(self) -> set[str]:
         return {c for p in self.patches for c in p.created}
+
+    @property
+    def installed(self) -> list[str]:
+        """The touched paths an installed torch or a wheel holds: all but upstream's test tree."""
+        return [p for p in self.touched if not in_test_tree(p)]
+
+    @property
+    def tests(self) -> list[str]:
+        """The files of upstream's test tree the series touches (the tests a patch brings with it)."""
+        return [p for p in self.touched if in_test_tree(p)]
 
     @property
     def digest(self) -> str:

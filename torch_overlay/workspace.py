@@ -118,6 +118,14 @@ def create_workspace(version: str, dir: Path, wheel: Path | None = None, extra: 
     check_output_location(dir, "the workspace", unchanged="nothing was created")
     extras = [_repository_path(p) for p in extra]
     targets = [p for p in series.touched if p not in series.created]
+    changed_tests = [p for p in series.tests if p not in series.created]
+    if changed_tests:
+        patch = next(p for p in series.patches if changed_tests[0] in p.touched)
+        raise OverlayError(f"patch {patch.name} of the torch {old} series changes {changed_tests[0]}, a file of "
+                           "upstream's test tree, which a wheel or an installed torch does not hold",
+                           unchanged="nothing was created",
+                           todo="work on that patch in a PyTorch checkout ('torch-overlay apply-source', see "
+                                "CONTRIBUTING.md), or have the patch add its test as a new file")
     read_old = _pristine_reader(old, from_wheel_path if porting else wheel, "--from-wheel" if porting else "--wheel")
     old_files = {moves.get(p, p): read_old(p) for p in targets}
     if porting:

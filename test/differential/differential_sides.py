@@ -25,7 +25,7 @@ def patched_files(release: str = TORCH_RELEASE) -> list[str]:
     """Paths inside site-packages that the release's series touches (their line numbers are not compared)."""
     from torch_overlay.series import load_series
 
-    return list(load_series(release).touched)
+    return list(load_series(release).installed)
 
 
 def pristine_python(root: Path) -> Path:
