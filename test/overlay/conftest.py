@@ -19,6 +19,8 @@ RELEASE_ONLY = {
     # apply-source, refresh and develop on Debian's source package of PyTorch 2.6.0, the one release Debian
     # ships with the whole upstream tree (scripts/debian_source.py)
     "test_apply_source_debian.py": "2.6.0",
+    # the series offered upstream: each local patch carries an upstream test and a pull-request body
+    "test_upstream_prs.py": "2.15.0",
 }
 
 
