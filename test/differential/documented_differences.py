@@ -186,7 +186,6 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._F": ("163673-annotate",),
     "torch.fx.traceback._AnnotateBlock": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._annotate_blocks": ("local-annotate-exit-any-order",),
-    "torch.fx.traceback._set_current_meta_key": ("local-no-state-leaks",),
     "torch.fx.traceback._should_preserve_node_seq_nr": ("172687-preserve-node-seq-nr",),
     "torch.fx.traceback._SeqNrAnnotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._note_current_annotation": ("local-bw-seq-nr-ranges",),
@@ -196,7 +195,7 @@ LOCAL_PRIVATE_NAMES = {
 
 DOCUMENTED.append(Documented(
     "private module names", "private helpers of the series' own code in the modules it touches "
-    "(`_annotation_repr`, `_AnnotateBlock`, `_set_current_meta_key`, ...: each is listed with its patch in "
+    "(`_annotation_repr`, `_AnnotateBlock`, `_SeqNrAnnotations`, ...: each is listed with its patch in "
     "`LOCAL_PRIVATE_NAMES`); the series adds no public name and no import beyond upstream's",
     "none (the series' own helpers)", "the patches listed with each name", NEVER,
     lambda d: d.what == "module name added" and d.key in LOCAL_PRIVATE_NAMES, "(module surface)"))
