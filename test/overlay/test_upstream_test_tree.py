@@ -24,21 +24,23 @@ MESSAGE = ("fx.node: mark the module, with a test\n\nDescription: a test patch t
            "Origin: local\nForwarded: no\nApplied-Upstream: no\nPatch-Name: local-mark-node\n")
 
 
-@pytest.fixture
-def patches_root(tmp_path, monkeypatch):
-    root = patches_copy(tmp_path / "patches")
-    monkeypatch.setenv("TORCH_OVERLAY_PATCHES", str(root))
-    return root
+@pytest.fixture(scope="module")
+def patches_root(tmp_path_factory):
+    """One copy of patches/ for the module (making the series with a test takes a workspace, the slow part)."""
+    root = patches_copy(tmp_path_factory.mktemp("upstream-test-tree") / "patches")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCH_OVERLAY_PATCHES", str(root))
+        yield root
 
 
 def blob(repo, rev, path) -> bytes:
     return subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{path}"], capture_output=True, check=True).stdout
 
 
-@pytest.fixture
-def series_with_a_test(tmp_path, patches_root):
+@pytest.fixture(scope="module")
+def series_with_a_test(tmp_path_factory, patches_root):
     """The 2.5.1 series plus local-mark-node, which changes TARGET and adds NEW_TEST (written by refresh)."""
-    ws = tmp_path / "ws"
+    ws = tmp_path_factory.mktemp("ws") / "ws"
     create_workspace("2.5.1", ws, wheel=torch_wheel(), extra=[TARGET])
     with open(ws / TARGET, "ab") as f:
         f.write(MARKER)
@@ -90,7 +92,9 @@ def test_apply_source_puts_the_test_file_in_the_checkout(tmp_path, patches_root,
     assert git(checkout, "status", "--porcelain=v1") == ""
 
 
-def test_workspace_refuses_a_patch_that_changes_an_existing_upstream_test(tmp_path, patches_root):
+def test_workspace_refuses_a_patch_that_changes_an_existing_upstream_test(tmp_path, monkeypatch):
+    patches_root = patches_copy(tmp_path / "patches")
+    monkeypatch.setenv("TORCH_OVERLAY_PATCHES", str(patches_root))
     # A patch made on a PyTorch checkout, changing a test file the release has (no wheel holds it).
     repo = tmp_path / "pytorch"
     (repo / "test" / "fx").mkdir(parents=True)
