@@ -174,7 +174,7 @@ LOCAL_PRIVATE_NAMES = {
         ("164916-dynamo-annotate", "local-dynamo-annotation-constants"),
     "torch._dynamo.variables.ctx_manager._is_sequence_of_pairs":
         ("164916-dynamo-annotate", "local-dynamo-annotation-constants"),
-    "torch._dynamo.variables.ctx_manager._sequence_of_pairs": ("local-dynamo-annotation-constants",),
+    "torch._dynamo.variables.ctx_manager._sequence_of_pairs": ("local-dynamo-annotation-pairs",),
     "torch._dynamo.variables.functions._recreate_supported_context_manager": ("local-dynamo-context-decorator",),
     "torch._functorch._aot_autograd.utils._is_backward_node": ("164174-fwd-bw-custom", "local-fwd-bw-autograd-backward"),
     "torch.export.exported_program._inputs_and_output_by_role": ("local-export-decomp-custom",),
