@@ -210,6 +210,7 @@ def _refuse_unfit(inst: TorchInstallation, series: Series, force: bool) -> bool:
             unchanged="nothing was changed",
             todo=f"reinstall torch ('pip install --force-reinstall --no-deps torch=={series.version}'); "
                  "--force cannot patch a file that is not there")
+    _refuse_occupied(inst, series)
     modified = [p for p, why in problems.items() if why == DIFFERS]
     if modified and not force:
         raise OverlayError(
@@ -218,6 +219,24 @@ def _refuse_unfit(inst: TorchInstallation, series: Series, force: bool) -> bool:
             todo="reinstall torch ('pip install --force-reinstall --no-deps torch==%s'), or pass --force "
                  "to patch the files as they are ('revert' then restores them as they are now)" % series.version)
     return bool(modified)
+
+
+def _refuse_occupied(inst: TorchInstallation, series: Series) -> None:
+    """Refuse a series that creates a file where one already is: revert deletes what the series created, so
+    applying over a file would lose it (--force does not change that)."""
+    present = [p for p in sorted(series.created) if (inst.site / p).exists() or (inst.site / p).is_symlink()]
+    if not present:
+        return
+    patch = next(p for p in series.patches if present[0] in p.created)
+    listed = present[0] in inst.record().entries()
+    raise OverlayError(
+        f"patch {patch.name} creates {present[0]}, but there is a file there already"
+        + (" (the wheel's RECORD lists it: this release has that file)" if listed
+           else " (not torch's: the wheel's RECORD does not list it)"),
+        unchanged="nothing was changed",
+        todo=(f"the series patches/{series.version} does not fit this release; port it (see CONTRIBUTING.md, "
+              "'Porting the series to another release')") if listed
+        else f"move {inst.site / present[0]} out of the way, then run 'torch-overlay apply' again")
 
 
 def apply(force: bool = False) -> str:
