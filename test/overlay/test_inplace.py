@@ -102,7 +102,8 @@ def test_revert_restores_every_byte(scratch):
 def test_a_file_the_series_creates_is_added_then_removed(scratch):
     """A patch may create a file (164776-regional-inductor: torch/fx/passes/regional_inductor.py, which the
     release lacks): apply writes it with a RECORD row of its hash, status checks it, revert deletes it and its
-    bytecode, leaving RECORD as the wheel has it."""
+    bytecode, leaving RECORD as the wheel has it. A file already at that path is someone else's: apply refuses
+    (revert would delete it), changing nothing."""
     created = sorted(scratch.series.created)
     assert created, "the series creates no file"
     before = scratch.snapshot()
@@ -130,18 +131,12 @@ def test_a_file_the_series_creates_is_added_then_removed(scratch):
     assert (scratch.dist_info / "RECORD").read_bytes() == record_before
     assert_pristine(scratch, before)
 
-
-def test_a_file_where_the_series_creates_one_is_refused(scratch):
-    """A file already at a path the series creates is someone else's: apply refuses (revert would delete
-    it), changing nothing."""
-    path = sorted(scratch.series.created)[0]
-    (scratch.site / path).write_text("# the user's own module\n")
-    before = scratch.snapshot()
+    gone.write_text("# the user's own module\n")
     proc = scratch.run("apply", rc=2)
-    assert f"creates {path}, but there is a file there already" in proc.stderr, proc.stderr
+    assert f"creates {created[0]}, but there is a file there already" in proc.stderr, proc.stderr
     assert "nothing was changed" in proc.stderr and "out of the way" in proc.stderr
     assert_pristine(scratch, before)
-    assert (scratch.site / path).read_text() == "# the user's own module\n"
+    assert gone.read_text() == "# the user's own module\n"
 
 
 def test_two_commands_at_once_are_refused(scratch):
