@@ -173,6 +173,12 @@ def status() -> Status:
             applied = inst.applied_state()
         except OverlayError as e:
             problems.append(e)
+        # A file the series creates is torch's only while the series is applied (apply adds its RECORD row).
+        not_yet = [p for p in (series.created if series else ()) if not (applied and p in applied["files"])]
+        targets = [p for p in targets if p not in not_yet]
+        problems += [OverlayError(f"{p} is in the way: the series creates it, but a file is already there",
+                                  todo=f"move {inst.site / p} out of the way, then run 'torch-overlay apply'")
+                     for p in sorted(not_yet) if (inst.site / p).exists()]
         if applied:
             targets = list(dict.fromkeys([*applied["files"], *targets]))
         links = applied.get("develop", {}).get("links", {}) if applied else {}

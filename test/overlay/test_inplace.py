@@ -132,6 +132,7 @@ def test_a_file_the_series_creates_is_added_then_removed(scratch):
     assert_pristine(scratch, before)
 
     gone.write_text("# the user's own module\n")
+    assert f"problem: {created[0]} is in the way" in scratch.run("status", rc=1).stdout
     proc = scratch.run("apply", rc=2)
     assert f"creates {created[0]}, but there is a file there already" in proc.stderr, proc.stderr
     assert "nothing was changed" in proc.stderr and "out of the way" in proc.stderr
