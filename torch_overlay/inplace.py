@@ -421,5 +421,7 @@ def _revert_locked(inst: TorchInstallation, state: dict) -> str:
     txn.delete(f"{dist}/{STATE_DIR}")
     failpoint("revert-staged")
     _commit(txn)
-    return (f"reverted {len(state['files'])} files to the torch {state['torch_version']} release: "
-            + ", ".join(state["files"]))
+    restored = [p for p, data in originals.items() if data is not None]
+    removed = [p for p, data in originals.items() if data is None]
+    return (f"reverted {len(restored)} files to the torch {state['torch_version']} release: " + ", ".join(restored)
+            + (f"; removed {len(removed)} the series had created: " + ", ".join(removed) if removed else ""))
