@@ -8,6 +8,7 @@ Inductor compiles on CPU with a C++ compiler, so every test compiles as few regi
 import operator
 import os
 import unittest
+import warnings
 
 import torch
 import torch._inductor.config as inductor_config
@@ -78,8 +79,12 @@ class RegionalInductorTests(torch._inductor.test_case.TestCase):
         returned = []
         opt_fn = torch.compile(two_regions, backend=aot_eager_regional_inductor(returned), fullgraph=True)
         x, y, z = (torch.randn(10, requires_grad=True) for _ in range(3))
-        with inductor_config.patch(post_grad_custom_post_pass=record, fx_graph_cache=False):
+        with inductor_config.patch(post_grad_custom_post_pass=record, fx_graph_cache=False), \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             out, codes = run_fw_bw_and_get_code(lambda: opt_fn(x, y, z))
+        # The graphs regional_inductor returns take AOTAutograd's boxed arguments.
+        self.assertEqual([str(w.message) for w in caught if "take boxed arguments" in str(w.message)], [])
 
         # Two regions in the forward graph and two in the backward graph, each compiled by Inductor with
         # the inductor_configs of its annotation; the unmarked ops (sin, and its backward) stay as traced.
