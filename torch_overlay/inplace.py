@@ -173,6 +173,12 @@ def status() -> Status:
             applied = inst.applied_state()
         except OverlayError as e:
             problems.append(e)
+        # A file the series creates is torch's only while the series is applied (apply adds its RECORD row).
+        not_yet = [p for p in (series.created if series else ()) if not (applied and p in applied["files"])]
+        targets = [p for p in targets if p not in not_yet]
+        problems += [OverlayError(f"{p} is in the way: the series creates it, but a file is already there",
+                                  todo=f"move {inst.site / p} out of the way, then run 'torch-overlay apply'")
+                     for p in sorted(not_yet) if (inst.site / p).exists()]
         if applied:
             targets = list(dict.fromkeys([*applied["files"], *targets]))
         links = applied.get("develop", {}).get("links", {}) if applied else {}
@@ -210,6 +216,7 @@ def _refuse_unfit(inst: TorchInstallation, series: Series, force: bool) -> bool:
             unchanged="nothing was changed",
             todo=f"reinstall torch ('pip install --force-reinstall --no-deps torch=={series.version}'); "
                  "--force cannot patch a file that is not there")
+    _refuse_occupied(inst, series)
     modified = [p for p, why in problems.items() if why == DIFFERS]
     if modified and not force:
         raise OverlayError(
@@ -218,6 +225,24 @@ def _refuse_unfit(inst: TorchInstallation, series: Series, force: bool) -> bool:
             todo="reinstall torch ('pip install --force-reinstall --no-deps torch==%s'), or pass --force "
                  "to patch the files as they are ('revert' then restores them as they are now)" % series.version)
     return bool(modified)
+
+
+def _refuse_occupied(inst: TorchInstallation, series: Series) -> None:
+    """Refuse a series that creates a file where one already is: revert deletes what the series created, so
+    applying over a file would lose it (--force does not change that)."""
+    present = [p for p in sorted(series.created) if (inst.site / p).exists() or (inst.site / p).is_symlink()]
+    if not present:
+        return
+    patch = next(p for p in series.patches if present[0] in p.created)
+    listed = present[0] in inst.record().entries()
+    raise OverlayError(
+        f"patch {patch.name} creates {present[0]}, but there is a file there already"
+        + (" (the wheel's RECORD lists it: this release has that file)" if listed
+           else " (not torch's: the wheel's RECORD does not list it)"),
+        unchanged="nothing was changed",
+        todo=(f"the series patches/{series.version} does not fit this release; port it (see CONTRIBUTING.md, "
+              "'Porting the series to another release')") if listed
+        else f"move {inst.site / present[0]} out of the way, then run 'torch-overlay apply' again")
 
 
 def apply(force: bool = False) -> str:
@@ -396,5 +421,7 @@ def _revert_locked(inst: TorchInstallation, state: dict) -> str:
     txn.delete(f"{dist}/{STATE_DIR}")
     failpoint("revert-staged")
     _commit(txn)
-    return (f"reverted {len(state['files'])} files to the torch {state['torch_version']} release: "
-            + ", ".join(state["files"]))
+    restored = [p for p, data in originals.items() if data is not None]
+    removed = [p for p, data in originals.items() if data is None]
+    return (f"reverted {len(restored)} files to the torch {state['torch_version']} release: " + ", ".join(restored)
+            + (f"; removed {len(removed)} the series had created: " + ", ".join(removed) if removed else ""))

@@ -1,7 +1,9 @@
 """The report as one self-contained HTML page: inline CSS, no script, no external resource.
 
 Element ids and classes are the page's contract with its tests and with anyone who
-scrapes it: ``#coverage`` (one ``tr.coverage-row`` per region), ``#unannotated``
+scrapes it: ``#coverage`` (one ``tr.coverage-row`` per region, its ``td.consumers`` saying what in torch reads
+the annotation: ``tr.inductor-region`` for a region regional Inductor compiles, ``tr.memory-budget-region`` for
+one with an activation memory budget), ``#unannotated``
 (one ``li`` per unannotated backward op), ``section.region`` (``table.forward-ops``,
 ``table.backward-ops``), ``tr.op`` rows with ``id="op-<graph>-<op>"``, backward rows
 linking to their forward row with ``a.forward-link``, ``tr.unannotated`` and
@@ -13,7 +15,7 @@ from __future__ import annotations
 import html
 import re
 
-from .report_model import Report
+from .report_model import COMPILE_WITH_INDUCTOR, MEMORY_BUDGET, Report
 from .report_svg import region_maps
 
 STYLE = """
@@ -26,6 +28,7 @@ td.num { text-align: right; }
 code, td.mono { font-family: ui-monospace, monospace; font-size: 12px; }
 tr.unannotated td { background: #ffd6d6; }
 tr.gradient-accumulation td { background: #fff3c4; }
+tr.inductor-region td.consumers, tr.memory-budget-region td.consumers { background: #dff3df; }
 tr:target td { outline: 2px solid #1a5fb4; }
 .columns { display: flex; gap: 2em; flex-wrap: wrap; align-items: flex-start; }
 .legend span { padding: 1px 6px; margin-right: 1em; }
@@ -48,13 +51,19 @@ def _percent(value) -> str:
 def _coverage(report: Report) -> str:
     rows = []
     for r in report.regions:
+        read_by = r.consumers
+        classes = ["coverage-row"] + (["inductor-region"] if any(c.startswith("regional Inductor") for c in read_by)
+                                      else []) + (["memory-budget-region"] if any(
+                                          c.startswith("activation memory budget") for c in read_by) else [])
         rows.append(
-            f'<tr class="coverage-row" data-region="{_e(r.name)}"><td class="mono">{_e(r.name)}</td>'
+            f'<tr class="{" ".join(classes)}" data-region="{_e(r.name)}"><td class="mono">{_e(r.name)}</td>'
             f'<td class="num">{len(r.forward)}</td><td class="num">{len(r.backward)}</td>'
             f'<td class="num">{_percent(r.backward_annotated_percent)}</td>'
-            f'<td class="num">{r.gradient_accumulation}</td></tr>')
+            f'<td class="num">{r.gradient_accumulation}</td><td class="consumers">{_e("; ".join(read_by))}</td></tr>')
     return ('<table id="coverage"><tr><th>region</th><th>forward ops</th><th>backward ops</th>'
-            '<th>% backward annotated</th><th>gradient-accumulation ops</th></tr>' + "".join(rows) + "</table>")
+            '<th>% backward annotated</th><th>gradient-accumulation ops</th>'
+            f'<th title="keys {COMPILE_WITH_INDUCTOR}, {MEMORY_BUDGET}">read by torch</th></tr>'
+            + "".join(rows) + "</table>")
 
 
 def _unannotated(report: Report) -> str:

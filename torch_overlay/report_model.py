@@ -18,9 +18,31 @@ from .report_capture import CapturedGraph, CapturedOp
 NO_REGION = "(no annotation)"
 FORWARD_KINDS = ("forward", "inference")
 
+# Annotation keys that make upstream torch do something with a region (README, "when to use regional Inductor"):
+# torch.fx.passes.regional_inductor compiles the ops marked with the first by Inductor; the min-cut partitioner
+# of 2.13 reads the second (fx.traceback.MEMORY_BUDGET_ANNOTATION_KEY, set by
+# torch.autograd.graph.region_activation_memory_budget) as the region's activation memory budget.
+COMPILE_WITH_INDUCTOR = "compile_with_inductor"
+MEMORY_BUDGET = "_region_activation_memory_budget"
+
 
 def region_of(custom: Optional[dict]) -> str:
     return repr(custom) if custom else NO_REGION
+
+
+def consumers(custom: Optional[dict]) -> list:
+    """What reads this annotation in upstream torch, in words: regional Inductor (with its inductor_configs)
+    and the per-region activation memory budget; [] for an annotation only a user reads."""
+    if not isinstance(custom, dict):
+        return []
+    found = []
+    if COMPILE_WITH_INDUCTOR in custom:
+        value = custom[COMPILE_WITH_INDUCTOR]
+        configs = value.get("inductor_configs") if isinstance(value, dict) else None
+        found.append("regional Inductor" + (f" with {configs!r}" if configs else ""))
+    if MEMORY_BUDGET in custom:
+        found.append(f"activation memory budget {custom[MEMORY_BUDGET]!r}")
+    return found
 
 
 @dataclass
@@ -45,6 +67,16 @@ class Region:
     name: str
     forward: list = field(default_factory=list)   # [(CapturedGraph, CapturedOp)]
     backward: list = field(default_factory=list)  # [BackwardOp]
+
+    @property
+    def consumers(self) -> list:
+        """What reads the region's annotation (:func:`consumers`); every op of a region has that annotation
+        (a backward op without one, that of its forward op)."""
+        for _, op in self.forward:
+            return consumers(op.custom)
+        for b in self.backward:
+            return consumers(b.op.custom or (b.forward[1].custom if b.forward else None))
+        return []
 
     @property
     def backward_annotated(self) -> int:

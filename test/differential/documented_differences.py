@@ -201,6 +201,22 @@ DOCUMENTED.append(Documented(
     lambda d: d.what == "module name added" and d.key in LOCAL_PRIVATE_NAMES, "(module surface)"))
 
 
+# Modules a series creates: a module the release does not have, importable on the patched torch only. Nothing
+# in torch imports it; a program that never imports it sees no difference.
+NEW_MODULES = {"torch.fx.passes.regional_inductor"}
+
+
+def _in_new_module(d) -> bool:
+    return d.key.rsplit(".", 1)[0] in NEW_MODULES
+
+
+DOCUMENTED.append(Documented(
+    "new modules", "`torch.fx.passes.regional_inductor` (upstream's regional Inductor pass) can be imported; "
+    "nothing in torch imports it, so a program that does not use it sees no difference",
+    "164776, 166269", "164776-regional-inductor and the patches after it", "2.10.0",
+    lambda d: d.what in ("module name added", "module name removed") and _in_new_module(d), "(module surface)"))
+
+
 @dataclass(frozen=True)
 class Pending:
     item: str  # the issue item and the fix under way

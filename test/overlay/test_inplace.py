@@ -89,6 +89,7 @@ def test_revert_restores_every_byte(scratch):
     assert scratch.snapshot() != before
     proc = scratch.run("revert", check=True)
     assert f"reverted {len(scratch.targets)} files" in proc.stdout
+    assert f"removed {len(scratch.series.created)} the series had created" in proc.stdout
     assert_pristine(scratch, before)
     wheel_record = from_wheel(torch_wheel())
     for path in scratch.targets:
@@ -97,6 +98,47 @@ def test_revert_restores_every_byte(scratch):
 
 
 # kill -9 at every step of apply and revert: test_faults.py.
+
+
+def test_a_file_the_series_creates_is_added_then_removed(scratch):
+    """A patch may create a file (164776-regional-inductor: torch/fx/passes/regional_inductor.py, which the
+    release lacks): apply writes it with a RECORD row of its hash, status checks it, revert deletes it and its
+    bytecode, leaving RECORD as the wheel has it. A file already at that path is someone else's: apply refuses
+    (revert would delete it), changing nothing."""
+    created = sorted(scratch.series.created)
+    assert created, "the series creates no file"
+    before = scratch.snapshot()
+    record_before = (scratch.dist_info / "RECORD").read_bytes()
+    scratch.run("apply", check=True)
+    entries = Record.parse((scratch.dist_info / "RECORD").read_text()).entries()
+    for path in created:
+        assert entries[path] == record_hash((scratch.site / path).read_bytes()), path
+    probe = subprocess.run([str(scratch.python), "-c", "import torch.fx.passes.regional_inductor as m; "
+                            "print(m.__file__, callable(m.regional_inductor))"], capture_output=True, text=True)
+    assert probe.stdout.split() == [str(scratch.site / "torch/fx/passes/regional_inductor.py"), "True"], probe.stderr
+    assert "files differing from RECORD: none" in scratch.run("status", check=True).stdout
+
+    gone = scratch.site / created[0]
+    data = gone.read_bytes()
+    gone.unlink()
+    assert f"files differing from RECORD: {created[0]}" in scratch.run("status", rc=1).stdout
+    gone.write_bytes(data)
+
+    scratch.run("revert", check=True)
+    for path in created:
+        src = scratch.site / path
+        assert not src.exists(), path
+        assert not list((src.parent / "__pycache__").glob(src.stem + ".*.pyc")), path
+    assert (scratch.dist_info / "RECORD").read_bytes() == record_before
+    assert_pristine(scratch, before)
+
+    gone.write_text("# the user's own module\n")
+    assert f"problem: {created[0]} is in the way" in scratch.run("status", rc=1).stdout
+    proc = scratch.run("apply", rc=2)
+    assert f"creates {created[0]}, but there is a file there already" in proc.stderr, proc.stderr
+    assert "nothing was changed" in proc.stderr and "out of the way" in proc.stderr
+    assert_pristine(scratch, before)
+    assert gone.read_text() == "# the user's own module\n"
 
 
 def test_two_commands_at_once_are_refused(scratch):
@@ -204,7 +246,7 @@ def test_apply_replaces_an_older_series(scratch, tmp_path, expected_patched):
     env = {"TORCH_OVERLAY_PATCHES": str(newer)}
     assert "an older series" in scratch.run("status", env=env, rc=1).stdout
     out = scratch.run("apply", env=env, check=True).stdout
-    assert f"reverted {len(expected_patched)} files" in out
+    assert f"reverted {len(scratch.targets)} files" in out
     assert "applied the torch 2.5.1 series" in out
     state = json.loads((scratch.dist_info / "overlay" / "applied.json").read_text())
     from torch_overlay.series import load_series

@@ -292,3 +292,28 @@ def test_page_screenshot(mixed, dom):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     assert len(set(png_pixel_bytes(shot))) > 16, "the screenshot is blank"
     shutil.copy(page, ARTIFACTS / "report.html")
+
+
+def test_coverage_marks_regions_torch_reads():
+    """The coverage table says which regions regional Inductor compiles (compile_with_inductor, with its
+    inductor_configs) and which carry an activation memory budget (_region_activation_memory_budget)."""
+    from torch_overlay.report_capture import CapturedGraph, CapturedOp
+    from torch_overlay.report_html import render
+    from torch_overlay.report_model import build_report
+
+    inductor = {"compile_with_inductor": {"inductor_configs": {"max_autotune": True}}}
+    budget = {"_region_activation_memory_budget": 0.5}
+
+    def op(name, seq_nr, custom, backward=False):
+        return CapturedOp("", name, "aten.mul.Tensor", seq_nr, custom, backward, False)
+
+    graphs = [CapturedGraph(0, 0, "forward", [op("mul", 1, inductor), op("mul_1", 2, budget), op("mul_2", 3, None)]),
+              CapturedGraph(1, 0, "backward", [op("mul_3", 1, inductor, True), op("mul_4", 2, None, True)])]
+    builder = DomBuilder()
+    builder.feed(render(build_report(graphs), title="t", details=[]))
+    rows = {el.attrs["data-region"]: el for el in builder.root.iter() if "coverage-row" in el.classes}
+    read_by = {name: next(c for c in row.children if "consumers" in c.classes).all_text() for name, row in rows.items()}
+    assert read_by == {repr(inductor): "regional Inductor with {'max_autotune': True}",
+                       repr(budget): "activation memory budget 0.5", "(no annotation)": ""}
+    assert "inductor-region" in rows[repr(inductor)].classes and "memory-budget-region" in rows[repr(budget)].classes
+    assert not {"inductor-region", "memory-budget-region"} & rows["(no annotation)"].classes
