@@ -166,6 +166,16 @@ def _only_backward_flag_added(d) -> bool:
     return same and sum(b for _, b in d.patched) > sum(b for _, b in d.oracle)
 
 
+_FUNCTION_APPLY = "AutogradFunctionApply"  # how a recorded Dynamo op names autograd_function_apply
+
+
+def _nests_function_apply(record: dict) -> bool:
+    """Dynamo's graph holds an autograd_function_apply inside another's forward body (its own HOP)."""
+    return any(_FUNCTION_APPLY in target and sub.split(".")[-1].startswith("fwd_body")
+               for graph in record["graphs"] if graph["graph"].startswith("dynamo#")
+               for sub, target, *_ in graph["ops"])
+
+
 RELEASE_TRACES_OTHERWISE = [
     ReleaseTraces(
         "a backward op the release's partitioner moves into the forward graph",
@@ -175,6 +185,16 @@ RELEASE_TRACES_OTHERWISE = [
         "hold the same number of that op with other flags",
         lambda d, p, o, release: (release_tuple(release) < (2, 13, 0) and d.family == "aot_forward"
                                   and _only_backward_flag_added(d))),
+    ReleaseTraces(
+        "an autograd.Function applied in another's forward: Dynamo nests its own HOP",
+        "before 2.11 Dynamo captures an autograd.Function applied inside another Function's forward as an "
+        "autograd_function_apply of its own in the outer forward body, whose backward body holds the "
+        "_set_grad_enabled pair, and the outer forward body has none; 2.13 traces the outer forward under "
+        "no_grad, inlines the inner Function, puts a _set_grad_enabled pair in each forward body and reads each "
+        "HOP's output with a getitem: the _set_grad_enabled and getitem nodes compared are other instances",
+        lambda d, p, o, release: (release_tuple(release) < (2, 11, 0) and d.family == "dynamo"
+                                  and d.target in ("torch._C._set_grad_enabled", "_operator.getitem")
+                                  and _nests_function_apply(p) and not _nests_function_apply(o))),
 ]
 
 
