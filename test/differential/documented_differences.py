@@ -63,6 +63,17 @@ def _rng_output(d) -> bool:
             and op is not None and op.group(1) in _RNG_OPS)
 
 
+def _from_function_body(d) -> bool:
+    """A meta key of an op AOT autograd traced from the forward or backward body of Dynamo's
+    autograd_function_apply, which 169528 runs in an fx Interpreter: the op took the body node's meta, whose
+    source_fn_stack starts inside the autograd.Function. The backward body's nodes have no partitioner tag."""
+    if d.what != "meta" or "autograd.Function" not in d.patched_meta.get("source_fn_stack", ""):
+        return False
+    if d.key == "partitioner_tag":
+        return d.pristine == "is_backward" and d.patched is None
+    return d.key in ("stack_trace", "source_fn_stack", "from_node")
+
+
 DOCUMENTED = [
     Documented(
         "autograd_backward", "`True` on every node traced in the backward (partitioner tag `is_backward`), also "
@@ -118,6 +129,14 @@ DOCUMENTED = [
         "module stacks, `original_aten`, ...) where pristine gave it none",
         "PR number not identified (partitioners.py functionalize_rng_ops)", "upstream-rng-output-meta", "2.9.0",
         _rng_output, "checkpoint_compiled_dropout"),
+    Documented(
+        "stack_trace, source_fn_stack, from_node, partitioner_tag of ops traced from an autograd.Function",
+        "the ops AOT autograd traces from the forward and backward bodies of Dynamo's `autograd_function_apply` "
+        "take the body node's meta: the stack trace and `source_fn_stack` of the line inside the Function "
+        "instead of the `apply()` call's, `from_node` naming the body node, and the backward body's ops no "
+        "`partitioner_tag` (the body node has none)",
+        "169528", "169528-autograd-function-apply-interpreter", "2.10.0", _from_function_body,
+        "compile_autograd_function"),
 ]
 
 

@@ -184,6 +184,25 @@ def compile_cond(obs):
     _compiled_forward_backward(obs, _maybe_cond)
 
 
+class _ScaledSin(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x * 3
+        ctx.save_for_backward(y)
+        return y.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y.cos() * 3
+
+
+@program()
+def compile_autograd_function(obs):
+    """An autograd.Function: Dynamo's autograd_function_apply, whose bodies AOT autograd traces again."""
+    _compiled_forward_backward(obs, lambda x: _ScaledSin.apply(x + 1))
+
+
 @program()
 def compile_inductor(obs):
     model = MLP()
@@ -531,5 +550,5 @@ CI_SLICE = [
     "compile_python_guards", "checkpoint_compiled_dropout", "aot_function_fn", "make_fx_autograd_grad",
     "make_fx_thread_pool", "export_nonstrict_views", "export_strict_stale_views",
     "aot_export_pre_dispatch_stale_views", "export_save_load", "hf_gpt2_sdpa_compile",
-    "timm_resnet_compile_dynamic",
+    "timm_resnet_compile_dynamic", "compile_autograd_function",
 ]

@@ -70,6 +70,20 @@ class DecoratedModule(torch.nn.Module):
         return decorated(x) + decorated_fn(x)
 
 
+class ScaledSin(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        with fx_traceback.annotate({"region": "forward"}):
+            y = x * 3
+        ctx.save_for_backward(y)
+        return y.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y.cos() * 3
+
+
 class Stage(enum.Enum):
     A = "a"
 
@@ -282,6 +296,20 @@ OrigAten|custom
 aten.sin.default|{'ac_region_id': 0, 'inner': 1}
 aten.cos.default|{'ac_region_id': 0}
 aten.add.Tensor|""")
+
+    def test_annotate_inside_autograd_function_forward(self):
+        # Dynamo captures the Function as autograd_function_apply; AOT autograd traces its forward body
+        # again, and each op keeps the annotation of its node in that body (upstream 2.10+, PR 169528).
+        def f(x):
+            with fx_traceback.annotate({"region": "apply", "block": 0}):
+                return ScaledSin.apply(x + 1)
+
+        cap = self.compile_and_run(f, torch.randn(4, requires_grad=True), fullgraph=True)
+        self.assertExpectedInline(meta_table(cap.aot.fw_graphs[0], columns=("OrigAten", "custom")), """\
+OrigAten|custom
+aten.add.Tensor|{'region': 'apply', 'block': 0}
+aten.mul.Tensor|{'region': 'forward', 'block': 0}
+aten.sin.default|{'region': 'apply', 'block': 0}""")
 
     def test_flex_attention_score_and_mask_subgraphs(self):
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention

@@ -66,6 +66,49 @@ def _only_annotates_what_upstream_leaves_bare(diff, strip_marks: bool = False) -
     return True
 
 
+def _customs_of_accumulations(record: dict, diff) -> list:
+    """The custom of each gradient-accumulation node (is_gradient_acc) of ``diff``'s family and target."""
+    return [custom for graph in record["graphs"] if graph["graph"].split("#")[0] == diff.family
+            for _sub, target, custom, _backward, acc in graph["ops"] if target == diff.target and acc]
+
+
+def _extends(patched: str | None, upstream: str | None) -> bool:
+    """The patched custom holds every key of upstream's with its value, and more."""
+    import json
+
+    if patched is None or upstream is None:
+        return False
+    a, b = json.loads(patched), json.loads(upstream)
+    return len(a) > len(b) and all(k in a and a[k] == v for k, v in b.items())
+
+
+def _other_instance_of_graph_broken_block(diff, patched: dict, oracle: dict) -> bool:
+    """Upstream abandons a frame that breaks inside annotate() to eager; the code after the break (a helper
+    decorated with annotate_fn, a resumed frame) is compiled as a frame of its own while the eager annotate()
+    is active, and AOTAutograd stamps that annotation on the frame's backward nodes. Where upstream's nodes
+    differ from the patched ones only that way, the patched nodes may (1) carry custom where upstream has none,
+    (2) extend upstream's stamped annotation by the keys of the block they ran in (a backward node no forward
+    node pairs with: local-bw-seq-nr-ranges gives the in-place op's annotation), or (3) be a gradient
+    accumulation without custom where upstream's accumulation has the stamped annotation."""
+    spare = list(diff.oracle)
+    upstream_acc = _customs_of_accumulations(oracle, diff)
+    patched_acc = _customs_of_accumulations(patched, diff)
+    for custom, backward in diff.patched:
+        if (custom, backward) in spare:
+            spare.remove((custom, backward))
+            continue
+        match = next((x for x in spare if x[1] == backward and (
+            x[0] is None or (backward and _extends(custom, x[0]))
+            or (custom is None and None in patched_acc and x[0] in upstream_acc))), None)
+        if match is None:
+            return False
+        spare.remove(match)
+        if custom is None and match[0] is not None:
+            patched_acc.remove(None)
+            upstream_acc.remove(match[0])
+    return True
+
+
 BEYOND_UPSTREAM = [
     BeyondUpstream(
         "backward nodes whose seq_nr no forward node has: annotated", "local-bw-seq-nr-ranges",
@@ -86,11 +129,13 @@ BEYOND_UPSTREAM = [
         "graph break inside annotate: both sides compiled", "local-dynamo-annotate-graph-break",
         "a graph break inside an annotate() block (also in a helper frame called there) compiles the code "
         "on both sides of the break, every node annotated; upstream runs the rest of the frame eagerly, so an "
-        "op it does capture is another instance (traced outside the block)",
+        "op it does capture is another instance (traced outside the block, or compiled as a frame of its own "
+        "while the eager block is active: AOTAutograd stamps the block's annotation on its backward nodes, "
+        "gradient-accumulation adds included, without the keys of an inner block)",
         lambda d, p, o: (p["capture"] == "compile"
                          and bool({"graph_break_in_annotate", "graph_break_in_annotate_nested_frame"}
                                   & set(p["features"]))
-                         and _only_annotates_what_upstream_leaves_bare(d))),
+                         and _other_instance_of_graph_broken_block(d, p, o))),
 ]
 
 
@@ -166,6 +211,16 @@ def _only_backward_flag_added(d) -> bool:
     return same and sum(b for _, b in d.patched) > sum(b for _, b in d.oracle)
 
 
+_FUNCTION_APPLY = "AutogradFunctionApply"  # how a recorded Dynamo op names autograd_function_apply
+
+
+def _nests_function_apply(record: dict) -> bool:
+    """Dynamo's graph holds an autograd_function_apply inside another's forward body (its own HOP)."""
+    return any(_FUNCTION_APPLY in target and sub.split(".")[-1].startswith("fwd_body")
+               for graph in record["graphs"] if graph["graph"].startswith("dynamo#")
+               for sub, target, *_ in graph["ops"])
+
+
 RELEASE_TRACES_OTHERWISE = [
     ReleaseTraces(
         "a backward op the release's partitioner moves into the forward graph",
@@ -175,6 +230,17 @@ RELEASE_TRACES_OTHERWISE = [
         "hold the same number of that op with other flags",
         lambda d, p, o, release: (release_tuple(release) < (2, 13, 0) and d.family == "aot_forward"
                                   and _only_backward_flag_added(d))),
+    ReleaseTraces(
+        "an autograd.Function applied in another's forward: Dynamo nests its own HOP",
+        "2.5.1's Dynamo captures an autograd.Function applied inside another Function's forward as an "
+        "autograd_function_apply of its own in the outer forward body, whose backward body holds the "
+        "_set_grad_enabled pair, and the outer forward body has none; 2.13 traces the outer forward under "
+        "no_grad, inlines the inner Function, puts a _set_grad_enabled pair in each forward body and reads each "
+        "HOP's output with a getitem: the _set_grad_enabled and getitem nodes compared are other instances",
+        # measured with fuzz seed 67: 2.5.1 nests the HOP; 2.6.0, 2.8.0, 2.9.1 and 2.10.0 inline the inner Function
+        lambda d, p, o, release: (release_tuple(release) < (2, 6, 0) and d.family == "dynamo"
+                                  and d.target in ("torch._C._set_grad_enabled", "_operator.getitem")
+                                  and _nests_function_apply(p) and not _nests_function_apply(o))),
 ]
 
 
