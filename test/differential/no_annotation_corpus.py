@@ -102,6 +102,22 @@ def compile_inplace_views(obs):
     obs.result("grad", x.grad)
 
 
+def _output_view_of_mutated(x):
+    h = x * 2
+    b = h.narrow(0, 1, 2)
+    h[0].add_(1)  # through another view of h: b is stale
+    return b.sin(), b.t()  # b.t() is regenerated from h at the output, outside any op
+
+
+@program()
+def compile_output_view_of_mutated(obs):
+    x = torch.randn(4, 3, requires_grad=True)
+    s, bt = torch.compile(_output_view_of_mutated, backend=obs.recording_backend())(x)
+    (s.sum() + bt.sum()).backward()
+    obs.result("bt", bt)
+    obs.result("grad", x.grad)
+
+
 def _sized(x):
     return (x * x.shape[0]).relu().sum() + x.view(x.shape[0], -1).mean()
 
@@ -546,7 +562,7 @@ def timm_vit_export_strict(obs):
 
 # The slice the test suite runs on every release (about a minute a side on an idle core).
 CI_SLICE = [
-    "compile_mlp", "compile_inplace_views", "compile_dynamic_recompile", "compile_fullgraph_error",
+    "compile_mlp", "compile_inplace_views", "compile_output_view_of_mutated", "compile_dynamic_recompile", "compile_fullgraph_error",
     "compile_python_guards", "checkpoint_compiled_dropout", "aot_function_fn", "make_fx_autograd_grad",
     "make_fx_thread_pool", "export_nonstrict_views", "export_strict_stale_views",
     "aot_export_pre_dispatch_stale_views", "export_save_load", "hf_gpt2_sdpa_compile",
