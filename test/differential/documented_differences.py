@@ -195,6 +195,7 @@ LOCAL_PRIVATE_NAMES = {
         ("164916-dynamo-annotate", "local-dynamo-annotation-constants"),
     "torch._dynamo.variables.ctx_manager._sequence_of_pairs": ("local-dynamo-annotation-pairs",),
     "torch._dynamo.variables.functions._recreate_supported_context_manager": ("local-dynamo-context-decorator",),
+    "torch._functorch._aot_autograd.functional_utils._sync_under_annotated_view_node": ("local-view-replay-outputs",),
     "torch._functorch._aot_autograd.utils._is_backward_node": ("164174-fwd-bw-custom", "local-fwd-bw-autograd-backward"),
     "torch.export.exported_program._inputs_and_output_by_role": ("local-export-decomp-custom",),
     "torch.export.exported_program._save_input_and_output_custom": ("local-export-decomp-custom",),
@@ -210,6 +211,8 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._note_current_annotation": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._record_seq_nr_annotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
+    "torch.fx.traceback._annotation_of": ("local-view-grad-fn-rebuild",),
+    "torch.fx.experimental.proxy_tensor._rebuild_stale_view_grad_fns": ("local-view-grad-fn-rebuild",),
 }
 
 DOCUMENTED.append(Documented(
