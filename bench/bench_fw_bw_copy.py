@@ -12,6 +12,12 @@ accumulation holds its forward node's custom (and its own keys), accumulations a
 "walk" is a bare loop reading node.meta over the same graph, the floor the fx version sets.
 Targets: per-node time at the largest size <= 1.5x that at the smallest (linear scaling);
 ours/upstream <= 1.0 (5% allowed for noise; the figure is printed).
+
+--range-map compares our copy with local-bw-seq-nr-ranges' sequence-number map against the same
+copy without it (seq_nr_annotations=None), both in .venv, on the same graph with UNPAIRED (5%) of
+its backward nodes given numbers no forward node has (what an in-place op on a view or a Function
+applied inside another's forward gives) and a map with one step per forward number, as a trace
+records it.  Targets: with/without <= 1.05 at every size, per-node growth the same.
 """
 import argparse
 import gc
@@ -29,6 +35,7 @@ ENVS = {"ours": ROOT / ".venv/bin/python", "upstream": ROOT / ".venv-oracle/bin/
 NODES_PER_SUBGRAPH = 100
 ROUNDS = 2
 LINEAR_TARGET, RATIO_TARGET, NOISE = 1.5, 1.0, 1.05
+UNPAIRED, MAP_TARGET = 0.05, 1.05
 
 
 def check(gm, snapshot, graph_modules):
@@ -44,6 +51,8 @@ def check(gm, snapshot, graph_modules):
             if "fwd_nn_module_stack" in n.meta or n.meta.get("custom") != before.get("custom"):
                 problems.append(f"{n.name}: gradient accumulation got forward metadata")
             continue
+        if before["seq_nr"] not in first_fwd:
+            continue  # --range-map's unpaired nodes: checked by check_unpaired
         fwd = first_fwd[before["seq_nr"]]
         want = {**(before.get("custom") or {}), **(fwd.meta.get("custom") or {})}
         if (n.meta.get("custom") or {}) != want:
@@ -53,7 +62,31 @@ def check(gm, snapshot, graph_modules):
     return problems
 
 
-def child(size, repeat):
+def unpair_with_map(snapshot):
+    """Give UNPAIRED of the backward nodes (every 20th, no gradient accumulation) a number past every
+    forward number, and build the map a trace would have recorded: one step per forward number (its
+    annotation) and one per new number.  Returns the map and {node: the custom it must get}."""
+    import torch.fx.traceback as fx_traceback
+
+    fwd_nrs = sorted({before["seq_nr"] for _, before in snapshot})
+    top = max(fwd_nrs) + 1
+    recording = fx_traceback._SeqNrAnnotations()
+    recording._first, recording._starts, recording._metas = 0, [], []
+    for nr in fwd_nrs:
+        recording._starts.append(nr)
+        recording._metas.append({"custom": {"region": nr % 7}, "nn_module_stack": None, "source_fn_stack": None})
+    expected = {}
+    candidates = [(n, before) for n, before in snapshot if not before.get("is_gradient_acc")]
+    for i, (n, before) in enumerate(candidates[::int(1 / UNPAIRED)]):
+        before["seq_nr"] = top + i
+        recording._starts.append(top + i)
+        recording._metas.append({"custom": {"region": "unpaired"}, "nn_module_stack": None, "source_fn_stack": None})
+        expected[n] = {**(before.get("custom") or {}), "region": "unpaired"}
+    recording._end = top + len(expected)
+    return recording, expected
+
+
+def child(size, repeat, range_map=False):
     import torch
     from torch._functorch._aot_autograd.utils import copy_fwd_metadata_to_bw_nodes
 
@@ -79,23 +112,34 @@ def child(size, repeat):
                 for n in m.graph.nodes:
                     n.meta.get("seq_nr")
 
-    copy_times, walk_times = [], []
+    if range_map:
+        recording, expected = unpair_with_map(snapshot)
+        copies = {"without_s": lambda: copy_fwd_metadata_to_bw_nodes(gm, None),
+                  "with_s": lambda: copy_fwd_metadata_to_bw_nodes(gm, recording)}
+    else:
+        copies = {"copy_s": lambda: copy_fwd_metadata_to_bw_nodes(gm)}
+    times = {key: [] for key in copies}
+    walk_times = []
     for _ in range(repeat):
-        for n, before in snapshot:
-            n.meta.clear()
-            n.meta.update(before)
-        copy_times.append(timed(lambda: copy_fwd_metadata_to_bw_nodes(gm)))
+        for key, copy in copies.items():
+            for n, before in snapshot:
+                n.meta.clear()
+                n.meta.update(before)
+            times[key].append(timed(copy))
         walk_times.append(timed(walk))
     problems = check(gm, snapshot, graph_modules)
+    if range_map:  # the last copy ran with the map
+        problems += [f"{n.name}: custom {n.meta.get('custom')} != {want} (unpaired, from the map)"
+                     for n, want in expected.items() if n.meta.get("custom") != want]
     print(json.dumps({
         "torch": torch.__version__, "digest": graph_digest(gm),
         "n_call": sum(n.op == "call_function" for n in nodes), "n_graphs": len(graph_modules(gm)),
-        "copy_s": copy_times, "walk_s": walk_times, "problems": problems[:3], "n_problems": len(problems),
+        **times, "walk_s": walk_times, "problems": problems[:3], "n_problems": len(problems),
     }))
 
 
-def run_child(python, size, repeat):
-    cmd = [str(python), __file__, "--child", str(size), "--repeat", str(repeat)]
+def run_child(python, size, repeat, range_map=False):
+    cmd = [str(python), __file__, "--child", str(size), "--repeat", str(repeat)] + (["--range-map"] if range_map else [])
     out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if out.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
@@ -106,12 +150,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--range-map", action="store_true",
+                    help="our copy with the seq_nr range map vs without it (.venv only)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return child(args.child, args.repeat)
+        return child(args.child, args.repeat, args.range_map)
 
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.range_map:
+        return compare_range_map(sizes, args.repeat)
     rows, failed = [], False
     for i, size in enumerate(sizes):
         res = {name: [] for name in ENVS}
@@ -155,6 +203,33 @@ def main():
     verdict = "met" if ratio <= RATIO_TARGET else "met within noise" if ratio <= NOISE else "MISSED"
     print(f"ours/upstream <= {RATIO_TARGET} at every size: {verdict} (worst {ratio:.2f} at {at})")
     print("correctness: " + ("FAILED (see above)" if failed else "every backward node got its forward metadata"))
+
+
+def compare_range_map(sizes, repeat):
+    """--range-map: with/without the map, ROUNDS processes per size, in .venv."""
+    rows, failed = [], False
+    for size in sizes:
+        runs = [run_child(ENVS["ours"], size, repeat, range_map=True) for _ in range(ROUNDS)]
+        for run in runs:
+            if run["n_problems"]:
+                failed = True
+                print(f"FAIL size {size}: {run['n_problems']} wrong nodes, e.g. {run['problems']}")
+        n = runs[0]["n_call"]
+        per_node = {key: statistics.median(t for run in runs for t in run[key]) / n * 1e6
+                    for key in ("without_s", "with_s")}
+        rows.append((size, n, per_node))
+    print(f"torch {runs[0]['torch']}; {UNPAIRED:.0%} of backward nodes unpaired; median of {repeat} runs x "
+          f"{ROUNDS} processes; µs per call_function node")
+    base = rows[0][2]
+    print(f"{'size':>7} {'nodes':>7} {'without':>8} {'with':>8} {'with/without':>13} "
+          f"{'without x' + str(rows[0][0]):>14} {'with x' + str(rows[0][0]):>11}")
+    for size, n, p in rows:
+        print(f"{size:>7} {n:>7} {p['without_s']:>8.3f} {p['with_s']:>8.3f} {p['with_s'] / p['without_s']:>13.3f} "
+              f"{p['without_s'] / base['without_s']:>14.2f} {p['with_s'] / base['with_s']:>11.2f}")
+    worst = max(p["with_s"] / p["without_s"] for _, _, p in rows)
+    print(f"with/without <= {MAP_TARGET} at every size: {'met' if worst <= MAP_TARGET else 'MISSED'} (worst {worst:.3f})")
+    print("correctness: " + ("FAILED (see above)" if failed else
+                             "every paired backward node got its forward metadata, every unpaired one the map's"))
 
 
 if __name__ == "__main__":

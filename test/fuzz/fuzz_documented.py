@@ -109,6 +109,15 @@ def _other_instance_of_graph_broken_block(diff, patched: dict, oracle: dict) -> 
     return True
 
 
+# The backward of a view op: where local-view-grad-fn-rebuild gives the view's region and upstream the region of
+# the op that used the stale view next.
+_VIEW_BACKWARD_OPS = frozenset({
+    "aten.slice_backward.default", "aten.select_backward.default", "aten.t.default", "aten.transpose.int",
+    "aten.permute.default", "aten.view.default", "aten._unsafe_view.default", "aten.unsqueeze.default",
+    "aten.squeeze.dim", "aten.as_strided.default", "aten.expand.default", "aten.narrow.default",
+})
+
+
 BEYOND_UPSTREAM = [
     BeyondUpstream(
         "backward nodes whose seq_nr no forward node has: annotated", "local-bw-seq-nr-ranges",
@@ -119,6 +128,22 @@ BEYOND_UPSTREAM = [
                          and bool({"inplace_view", "output_view_of_mutated", "custom_function_nested"}
                                   & set(p["features"]))
                          and _only_annotates_what_upstream_leaves_bare(d))),
+    BeyondUpstream(
+        "views regenerated at an output: annotated", "local-view-replay-outputs",
+        "a view of a mutated intermediate that a function returns, regenerated from its base at the output "
+        "(outside any op), carries the view's annotation, stack trace and seq_nr, as a view regenerated inside "
+        "an op does; upstream leaves it without (and in a joint graph gives it the gradient accumulation's seq_nr)",
+        lambda d, p, o: ("output_view_of_mutated" in p["features"]
+                         and _only_annotates_what_upstream_leaves_bare(d))),
+    BeyondUpstream(
+        "a stale view's rebuilt grad_fn: the view's region", "local-view-grad-fn-rebuild",
+        "autograd rebuilds the grad_fn of a view a mutation made stale under the view's annotation, before the "
+        "op that uses it: that op's backward pairs with the op and carries its region, the view's backward "
+        "(slice_backward, ...) carries the region the view was taken in; upstream leaves the op's backward "
+        "unannotated and gives the view's backward the op's region",
+        lambda d, p, o: (d.family in ("aot_backward", "make_fx_joint")
+                         and bool({"inplace_view", "output_view_of_mutated"} & set(p["features"]))
+                         and (_only_annotates_what_upstream_leaves_bare(d) or d.target in _VIEW_BACKWARD_OPS))),
     BeyondUpstream(
         "non-strict export: custom without preserve_node_meta", "local-export-nonstrict-custom",
         "non-strict torch.export gives the nodes of an annotate() block their custom; upstream 2.13 only "
