@@ -33,6 +33,8 @@ EXPORT_PASSES = "test/export/test_export_custom_meta_passes.py"
 EXPORT = "test/export/test_export_annotate.py"
 EXPORT_NONSTRICT_META = "test/export/test_export_nonstrict_meta.py"
 DYNAMIC = "test/dynamo/test_no_annotation_meta.py"
+OUTPUT_VIEWS = "test/functorch/test_aot_output_view_replay.py"
+VIEW_GRAD_FN = "test/functorch/test_aot_view_grad_fn_rebuild.py"
 
 
 @dataclass
@@ -131,6 +133,20 @@ MUTATIONS = [
              "torch/fx/traceback.py",
              "        index = bisect_right(self._starts, seq_nr) - 1\n",
              "        index = bisect_right(self._starts, seq_nr - 1) - 1\n", [FW_BW]),
+    Mutation("a view regenerated at an output is not regenerated under its node",
+             "torch/_functorch/_aot_autograd/functional_utils.py",
+             "        _sync_under_annotated_view_node(t)\n", "        torch._sync(t)\n", [OUTPUT_VIEWS]),
+    Mutation("an output view regenerated outside preserve_node_meta() gets no node meta",
+             "torch/_functorch/_aot_autograd/functional_utils.py",
+             "    with fx_traceback.preserve_node_meta(), fx_traceback.set_current_replay_node(traced.proxy.node):\n",
+             "    with fx_traceback.set_current_replay_node(traced.proxy.node):\n", [OUTPUT_VIEWS]),
+    Mutation("a stale view's grad_fn is rebuilt under the current annotation, not the view's",
+             "torch/fx/experimental/proxy_tensor.py",
+             "        with fx_traceback._annotation_of(node):\n", "        if True:\n", [VIEW_GRAD_FN]),
+    Mutation("a stale view's grad_fn is left to autograd",
+             "torch/fx/experimental/proxy_tensor.py",
+             "            _rebuild_stale_view_grad_fns(self.tracer, args, kwargs)\n", "            pass\n",
+             [VIEW_GRAD_FN]),
     Mutation("non-strict export records no custom without preserve_node_meta()",
              "torch/fx/experimental/proxy_tensor.py",
              '        if "custom" not in node.meta and not fx_traceback.has_preserved_node_meta():\n',
