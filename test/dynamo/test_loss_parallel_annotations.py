@@ -6,7 +6,7 @@ take the inner Node's number, and its backward (the whole nll backward) pairs wi
 2.13 leaves 25 of its 42 backward nodes unannotated; local-bw-seq-nr-ranges gives them the annotation that
 was current when autograd numbered their Node.
 
-Two gloo ranks on CPU, forked, with a FileStore. Run on torch >= 2.13 only (10 s a release): torch 2.5.1 cannot
+Two gloo ranks on CPU, spawned, with a FileStore. Run on torch >= 2.13 only (about 11 s a release): torch 2.5.1 cannot
 compile this program (``KeyError: 'val'``, pristine too); 2.9.1 compiles it and passes (measured once, not in
 CI); 2.6.0-2.8.0 and 2.10.0-2.12.1 were not measured.
 """
@@ -69,9 +69,9 @@ def backward_regions(rank, folder):
 @unittest.skipUnless(COMPILES and dist.is_available(), "loss_parallel under torch.compile: torch >= 2.13 only")
 class TestLossParallelAnnotations(TestCase):
     def test_every_backward_node_of_the_loss_carries_the_region(self):
-        # fork: the ranks start from this process's imported torch (spawn re-imports it, ~20 s more)
+        # spawn, not fork: a fork after this process ran autograd's backward threads is refused (seen on 2.15.0)
         with tempfile.TemporaryDirectory() as tmp:
-            mp.start_processes(backward_regions, args=(tmp,), nprocs=WORLD_SIZE, join=True, start_method="fork")
+            mp.start_processes(backward_regions, args=(tmp,), nprocs=WORLD_SIZE, join=True, start_method="spawn")
             results = {}
             for rank in range(WORLD_SIZE):
                 with open(os.path.join(tmp, f"rank{rank}.json")) as f:
