@@ -50,6 +50,8 @@ DOCUMENTED_ADDITIONS = {
     ("torch/_dynamo/variables/__init__.py", "FxTracebackAnnotateVariable"): ("164916-dynamo-annotate",),
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable"): ("164916-dynamo-annotate",),
     ("torch/_dynamo/config.py", "trace_under_caller_annotation"): ("local-dynamo-ambient-annotation",),
+    ("torch/autograd/graph.py", "region_activation_memory_budget"): ("185979-region-memory-budget",),
+    ("torch/fx/traceback.py", "MEMORY_BUDGET_ANNOTATION_KEY"): ("185979-region-memory-budget",),
 }
 
 LITERAL_TYPES = (type(None), bool, int, float, str, dict, list, tuple, set)

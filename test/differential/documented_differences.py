@@ -137,6 +137,13 @@ DOCUMENTED = [
         "`partitioner_tag` (the body node has none)",
         "169528", "169528-autograd-function-apply-interpreter", "2.10.0", _from_function_body,
         "compile_autograd_function"),
+    Documented(
+        "custom of the block mask's argsort",
+        "`{'fallback_to_eager': True}` on the sort (and its getitems) that flex_attention's `create_block_mask` "
+        "traces to order a block mask's columns, so Inductor runs ATen's sort there instead of generating one",
+        "182745", "182745-flex-argsort-fallback", "2.13.0",
+        _added("custom", "{fallback_to_eager: True}"),  # as stringify writes the dict
+        "make_fx_block_mask"),
 ]
 
 
@@ -163,6 +170,9 @@ UPSTREAM_MODULE_NAMES = {
     "torch.fx.traceback._mark_autograd_backward": "2.12.1",
     "torch.fx.traceback._reset_autograd_backward": "2.12.1",
     "torch.fx.traceback._set_autograd_backward": "2.12.1",
+    "torch.autograd.graph.region_activation_memory_budget": "2.13.0",
+    "torch.fx.traceback.MEMORY_BUDGET_ANNOTATION_KEY": "2.13.0",
+    "torch.fx.traceback._get_memory_budget_annotation": "2.13.0",
 }
 
 DOCUMENTED.append(Documented(
@@ -170,7 +180,14 @@ DOCUMENTED.append(Documented(
     "(`annotate`, `annotate_fn`, `set_current_replay_node`, `_set_autograd_backward`, ...) and the imports "
     "upstream's module has too (`fx.traceback.Callable`, `ctx_manager.contextlib`)",
     "163673, 164916, 172687, 180251, view replay", "the backports", "2.12.1",
-    lambda d: d.what == "module name added" and d.key in UPSTREAM_MODULE_NAMES, "(module surface)"))
+    lambda d: d.what == "module name added" and UPSTREAM_MODULE_NAMES.get(d.key, "2.13.0") != "2.13.0",
+    "(module surface)"))
+
+DOCUMENTED.append(Documented(
+    "module names of the memory budget", "`torch.autograd.graph.region_activation_memory_budget`, "
+    "`fx.traceback.MEMORY_BUDGET_ANNOTATION_KEY` and its reader `fx.traceback._get_memory_budget_annotation`",
+    "185979", "185979-region-memory-budget", "2.13.0",
+    lambda d: d.what == "module name added" and UPSTREAM_MODULE_NAMES.get(d.key) == "2.13.0", "(module surface)"))
 
 
 # The private helpers the series' own code adds to a module where upstream has no such name, each with the

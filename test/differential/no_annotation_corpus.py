@@ -334,6 +334,27 @@ def make_fx_preserved_meta(obs):
     obs.result("out", gm(x, w))
 
 
+def _causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+@program()
+def make_fx_block_mask(obs):
+    """flex_attention's create_block_mask traced by make_fx under preserve_node_meta (its argsort)."""
+    from torch.fx import traceback as fx_traceback
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def build(offset):
+        return create_block_mask(_causal, 1, 1, 256, 256, device="cpu").kv_indices + offset
+
+    offset = torch.zeros((), dtype=torch.int32)
+    with fx_traceback.preserve_node_meta():
+        gm = make_fx(build)(offset)
+    obs.graph("make_fx", gm)
+    obs.result("out", gm(offset))
+
+
 @program()
 def make_fx_thread_pool(obs):
     """make_fx in a worker thread while the caller holds preserve_node_meta."""
@@ -564,7 +585,7 @@ def timm_vit_export_strict(obs):
 CI_SLICE = [
     "compile_mlp", "compile_inplace_views", "compile_output_view_of_mutated", "compile_dynamic_recompile", "compile_fullgraph_error",
     "compile_python_guards", "checkpoint_compiled_dropout", "aot_function_fn", "make_fx_autograd_grad",
-    "make_fx_thread_pool", "export_nonstrict_views", "export_strict_stale_views",
+    "make_fx_thread_pool", "make_fx_block_mask", "export_nonstrict_views", "export_strict_stale_views",
     "aot_export_pre_dispatch_stale_views", "export_save_load", "hf_gpt2_sdpa_compile",
     "timm_resnet_compile_dynamic", "compile_autograd_function",
 ]
