@@ -8,8 +8,9 @@ compares the custom of every op both sides emit equally often. A difference pass
 fuzz_documented.py. bench/fuzz_annotations.py runs a long campaign and writes its table to bench/.
 
 CI_SEEDS agree with upstream on 2.5.1 (equal, or different only as documented rows say). A seed of the
-campaign that disagrees (195 on 2.5.1) is a defect of the series still open; it is listed, with what
-differs, in bench/fuzz-annotations-2.5.1.md and left out of CI_SEEDS until fixed.
+campaign that disagrees is a defect of the series still open; it is listed, with what differs, in
+bench/fuzz-annotations-<release>.md and left out of CI_SEEDS until fixed (the last one on 2.5.1, seed 195,
+differs only as the row "views regenerated at an output: annotated" says since local-view-replay-outputs).
 TORCH_OVERLAY_FUZZ_SEEDS=3,8 (or 0:40) runs other seeds instead.
 """
 from __future__ import annotations
