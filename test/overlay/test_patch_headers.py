@@ -10,6 +10,8 @@
 - ``Applied-Upstream``: ``no``, or the first upstream release with the change, a release of a minor this
   project supports (its release table row).
 - ``Bug`` (optional): an upstream issue URL.
+- ``From``: the project's identity, whoever's machine made the commit (``torch-overlay refresh`` writes the
+  workspace commit's author there; a contributor's git defaults must not end up in the series).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import pytest
 from torch_overlay.series import default_patches_root, load_series, supported_versions
 
 ROOT = default_patches_root()
+AUTHOR = "torch-overlay developers <torch-overlay@users.noreply.invalid>"
 PULL = r"https://github\.com/pytorch/pytorch/pull/(\d+)"
 RELEASES = supported_versions(ROOT)
 PATCHES = sorted({p.path.resolve(): p for r in RELEASES for p in load_series(r, ROOT).patches}.items())
@@ -43,6 +46,7 @@ def fields_of(path) -> dict[str, str]:
 
 @pytest.mark.parametrize("path", [p for p, _ in PATCHES], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_header(path):
+    assert path.read_text().split("\n", 2)[1] == f"From: {AUTHOR}", "the patch's author is not the project's"
     fields = fields_of(path)
     name = path.name.removesuffix(".patch")
     assert fields.get("Patch-Name") == name
