@@ -51,14 +51,14 @@ class Snapshot:
 
 def watched_folders(scratch: ScratchTorch) -> list[Path]:
     folders = {scratch.site / "torch", scratch.dist_info}
-    for path in scratch.targets:
+    for path in [*scratch.targets, *scratch.created]:
         folders.add((scratch.site / path).parent)
     return sorted(folders | {f / "__pycache__" for f in folders})
 
 
 def snapshot(scratch: ScratchTorch) -> Snapshot:
     hashes = {}
-    for path in [*scratch.targets, BARRIER]:
+    for path in [*scratch.targets, *scratch.created, BARRIER]:
         f = scratch.site / path
         hashes[path] = hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else "absent"
     for f in scratch.dist_info.rglob("*"):

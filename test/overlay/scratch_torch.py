@@ -60,6 +60,7 @@ class ScratchTorch:
 
         self.series = load_series(TORCH_RELEASE)
         self.targets = [p for p in self.series.touched if p not in self.series.created]
+        self.created = sorted(self.series.created)  # absent in the release; apply creates them, revert removes them
         for path in self.targets:  # private copies: tests may edit them in place
             f = self.site / path
             data = f.read_bytes()
@@ -91,7 +92,7 @@ class ScratchTorch:
 
     def snapshot(self) -> dict[str, bytes]:
         """Bytes of every file an overlay command may touch: targets and the dist-info folder."""
-        files = {p: (self.site / p).read_bytes() for p in self.targets if (self.site / p).exists()}
+        files = {p: (self.site / p).read_bytes() for p in [*self.targets, *self.created] if (self.site / p).exists()}
         for f in self.dist_info.rglob("*"):
             if f.is_file():
                 files[f.relative_to(self.site).as_posix()] = f.read_bytes()

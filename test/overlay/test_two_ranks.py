@@ -21,8 +21,9 @@ from test_rebuild_wheel import installed, rebuilt, release_wheel  # noqa: F401  
 SCRIPT = Path(__file__).resolve().parent / "two_rank_script.py"
 STEPS = 2
 # Per region: (forward ops, backward ops, % backward annotated, gradient-accumulation ops).
-COVERAGE_ROW = re.compile(r'<tr class="coverage-row" data-region="([^"]*)">'
-                          r'<td class="mono">[^<]*</td>' + r'<td class="num">([^<]*)</td>' * 4 + "</tr>")
+COVERAGE_ROW = re.compile(r'<tr class="coverage-row[^"]*" data-region="([^"]*)">'
+                          r'<td class="mono">[^<]*</td>' + r'<td class="num">([^<]*)</td>' * 4
+                          + r'<td class="consumers">[^<]*</td></tr>')
 
 
 def gloo_problem(python: Path) -> str | None:
