@@ -16,7 +16,7 @@ from .live_processes import refuse_while_loaded
 from .record import Record, record_hash
 from .series import Series, load_series
 from .transaction import (Barrier, JournalDiscarded, JournalError, Transaction, exclusive_lock, failpoint, recover,
-                          remove_by_rename)
+                          remove_by_rename, remove_created_leftovers)
 
 # Replaced by a stub while files move (see transaction.py): every import of torch runs it first.
 BARRIER_PATH = "torch/__init__.py"
@@ -135,6 +135,10 @@ def _recover(inst: TorchInstallation) -> str | None:
             remove_by_rename(inst.dist_info, inst.state_dir)
             e.unchanged += (f", except the overlay state {inst.state_dir}, which the interrupted apply had moved "
                             "in and the reinstall left behind (it claimed a patch the files do not have): removed")
+        created = remove_created_leftovers(e)  # files the series creates: no RECORD of the reinstall lists them
+        if created:
+            e.unchanged += (f", except {', '.join(created)}, which the interrupted apply had created and the "
+                            "reinstall left behind: removed")
         raise
     except JournalError as e:
         if "reinstall the package" in e.todo:

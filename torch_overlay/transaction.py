@@ -136,7 +136,25 @@ def _fingerprint(path: Path) -> str | None:
 
 
 class JournalDiscarded(JournalError):
-    """A pending journal that no longer describes the files (something replaced them since): dropped."""
+    """A pending journal that no longer describes the files (something replaced them since): dropped.
+    ``created``: the files the interrupted command had created (absent before it), as root-relative paths with
+    what it wrote there (_fingerprint); a reinstall of the package leaves them, since its RECORD never listed
+    them (see remove_created_leftovers)."""
+
+    root: Path | None = None
+    created: tuple = ()
+
+
+def remove_created_leftovers(discarded: JournalDiscarded) -> list[str]:
+    """Remove each file of ``discarded.created`` that still holds exactly what the interrupted command wrote
+    (a file that differs is someone else's and stays); the paths removed."""
+    removed = []
+    for target, written in discarded.created:
+        path = discarded.root / target
+        if _fingerprint(path) == written and path.is_file():
+            path.unlink()
+            removed.append(target)
+    return removed
 
 
 @dataclass(frozen=True)
@@ -499,11 +517,14 @@ def _discard_stale_journal(staging: Path, root: Path, moves: list[_Move], change
             todo=f"reinstall the package (pip install --force-reinstall --no-deps), then remove {staging}")
     _remove_probes(staging)
     shutil.rmtree(staging)
-    raise JournalDiscarded(
+    error = JournalDiscarded(
         f"the journal of an interrupted torch-overlay command no longer matches the files ({listing} changed "
         "since, e.g. by a pip reinstall); it was discarded, not replayed",
         unchanged="the files were left as found",
         todo="run 'torch-overlay status' to see what is installed now, then 'torch-overlay apply' to patch it")
+    error.root = root
+    error.created = tuple((m.target, m.after) for m in moves if m.staged is not None and not m.existed and m.after)
+    raise error
 
 
 def remove_by_rename(staging_parent: Path, path: Path) -> None:
