@@ -23,7 +23,6 @@ only a patch whose change differs is written into the release's folder.
 """
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from dataclasses import replace
@@ -36,8 +35,8 @@ from .port import (MOVED_FILES, PRISTINE_TAG, applies_unchanged, base_tag, follo
 from .pristine import MissingReleaseFile, from_installation, from_wheel
 from .series import (PATCH_SUFFIX, SERIES_FILE, Series, default_patches_root, entry_for, entry_path, load_series,
                      parse_patch, series_entries, series_using, supported_versions)
-from .source_tree import (COMMITTER_EMAIL, COMMITTER_NAME, CONFIG_BASE, CONFIG_PATCHES, CONFIG_VERSION, am_series,
-                          git, git_out, operation_in_progress)
+from .source_tree import (CONFIG_BASE, CONFIG_PATCHES, CONFIG_VERSION, am_series, git, git_out,
+                          operation_in_progress)
 from .transaction import Transaction, exclusive_lock, recover
 
 CONFIG_PORTED_FROM = "torch-overlay.ported-from"
@@ -203,13 +202,6 @@ def _commit_label(dir: Path, commit: str) -> str:
     return git_out(dir, "log", "-1", "--format=%h \"%s\"", commit, isolated=True)
 
 
-def _project_author(patch: bytes) -> bytes:
-    """The patch with the project's identity in its From header: a workspace commit's author is whoever's git
-    defaults made it (a contributor's name and address), which does not belong in the series."""
-    ident = f"From: {COMMITTER_NAME} <{COMMITTER_EMAIL}>\n".encode()
-    return re.sub(rb"^From: .*\n(?:[ \t].*\n)*", lambda _: ident, patch, count=1, flags=re.M)
-
-
 def _format_patches(dir: Path, base: str) -> list[tuple[str, bytes, str]]:
     """(file name, format-patch bytes, commit) of the commits after ``base``, in order."""
     merges = git_out(dir, "rev-list", "--merges", f"{base}..HEAD", isolated=True)
@@ -221,8 +213,8 @@ def _format_patches(dir: Path, base: str) -> list[tuple[str, bytes, str]]:
     with tempfile.TemporaryDirectory(prefix="torch-overlay-refresh-") as tmp:
         for commit in commits:
             label = _commit_label(dir, commit)
-            data = _project_author(git(dir, "format-patch", "--zero-commit", "--no-signature", "-N", "--stdout", "-1",
-                                       commit, isolated=True, binary=True).stdout)
+            data = git(dir, "format-patch", "--zero-commit", "--no-signature", "-N", "--stdout", "-1", commit,
+                       isolated=True, binary=True).stdout
             probe = Path(tmp, "probe.patch")
             probe.write_bytes(data)
             try:
