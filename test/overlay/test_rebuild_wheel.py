@@ -191,8 +191,11 @@ def test_interrupted_rebuild_leaves_no_partial_wheel(release_wheel, tmp_path):
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_OVERLAY_")}
     env["TORCH_OVERLAY_FAILPOINT"] = "rebuild-wheel-copied:sleep"
+    # SIGINT back to its default in the child: a test run started in the background by a shell without job
+    # control inherits SIGINT ignored, and the interrupt below would then never reach the rebuild.
     proc = subprocess.Popen([sys.executable, "-m", "torch_overlay", "rebuild-wheel", str(release_wheel),
-                             "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                             "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in proc.stderr:
             if "failpoint rebuild-wheel-copied reached" in line:
