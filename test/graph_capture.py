@@ -11,7 +11,7 @@ import torch.fx
 
 from torch_overlay.graph_table import graph_modules, meta_rows, meta_table
 
-__all__ = ["RecordGraphs", "call_function_nodes", "graph_modules", "meta_rows", "meta_table"]
+__all__ = ["RecordGraphs", "call_function_nodes", "compile_with_dynamo", "graph_modules", "meta_rows", "meta_table"]
 
 
 class RecordGraphs:
@@ -44,3 +44,12 @@ def call_function_nodes(gm: torch.fx.GraphModule):
         for node in sub.graph.nodes:
             if node.op == "call_function":
                 yield name, node
+
+
+def compile_with_dynamo(fn, fw_compiler, bw_compiler):
+    """torch.compile(fullgraph=True) of ``fn`` in front of AOTAutograd with these compilers (after a Dynamo
+    reset, so each capture starts from a fresh cache)."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler), fullgraph=True)

@@ -28,7 +28,7 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from flex_support import FLEX_DEVICE, skip_if_flex_backward_refused  # noqa: E402
-from graph_capture import RecordGraphs, call_function_nodes, graph_modules  # noqa: E402
+from graph_capture import RecordGraphs, call_function_nodes, compile_with_dynamo, graph_modules  # noqa: E402
 
 from functorch.compile import aot_function, aot_module  # noqa: E402
 
@@ -63,13 +63,6 @@ def record(fn, *args, compile_with=aot_function):
     assert len(recorder.fw_graphs) == 1 and len(recorder.bw_graphs) == 1
     return recorder.fw_graphs[0], recorder.bw_graphs[0]
 
-
-def compile_with_dynamo(fn, fw_compiler, bw_compiler):
-    """``record``'s compile_with for torch.compile(fullgraph=True) in front of AOTAutograd."""
-    from torch._dynamo.backends.common import aot_autograd
-
-    torch._dynamo.reset()
-    return torch.compile(fn, backend=aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler), fullgraph=True)
 
 
 def bw_ops(bw_graph):

@@ -19,7 +19,7 @@ from torch.fx.traceback import annotate
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from graph_capture import RecordGraphs, call_function_nodes  # noqa: E402
+from graph_capture import RecordGraphs, call_function_nodes, compile_with_dynamo  # noqa: E402
 
 from functorch.compile import aot_function  # noqa: E402
 
@@ -37,12 +37,6 @@ class OutputViewOfMutated(nn.Module):
             h[0].add_(1)
         return h.cos().sum(), bt
 
-
-def compile_with_dynamo(fn, fw_compiler, bw_compiler):
-    from torch._dynamo.backends.common import aot_autograd
-
-    torch._dynamo.reset()
-    return torch.compile(fn, backend=aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler), fullgraph=True)
 
 
 def record(compile_with):
