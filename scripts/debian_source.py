@@ -14,6 +14,8 @@ import glob
 import subprocess
 from pathlib import Path
 
+from torch_overlay.cache_lock import cache_lock
+
 REPO = Path(__file__).resolve().parents[1]
 RELEASE = "2.6.0"  # the only release Debian packages with the full tree (trixie)
 DEBIAN_SOURCE = "pytorch"
@@ -39,17 +41,18 @@ def _found(download: Path) -> list[str]:
 def orig_tarball(cache: Path = CACHE, say=print) -> Path:
     """The upstream tarball of Debian's source package (``pytorch_2.6.0+dfsg.orig.tar.xz``), downloaded once."""
     download = cache / "download"
-    if not _found(download):
-        apt_dir = cache / "apt"
-        for sub in ("state/lists/partial", "cache/archives/partial"):
-            (apt_dir / sub).mkdir(parents=True, exist_ok=True)
-        (apt_dir / "sources.list").write_text(DEBIAN_SOURCES_LINE + "\n")
-        download.mkdir(parents=True, exist_ok=True)
-        say(f"apt-get source {DEBIAN_SOURCE} ({DEBIAN_SOURCES_LINE}; private apt configuration in {apt_dir})")
-        subprocess.run(["apt-get", *apt_options(apt_dir), "-q", "update"], check=True)
-        subprocess.run(["apt-get", *apt_options(apt_dir), "-q", "source", "--download-only", DEBIAN_SOURCE],
-                       cwd=download, check=True)
-    found = _found(download)
+    with cache_lock(cache / "download.lock"):
+        if not _found(download):
+            apt_dir = cache / "apt"
+            for sub in ("state/lists/partial", "cache/archives/partial"):
+                (apt_dir / sub).mkdir(parents=True, exist_ok=True)
+            (apt_dir / "sources.list").write_text(DEBIAN_SOURCES_LINE + "\n")
+            download.mkdir(parents=True, exist_ok=True)
+            say(f"apt-get source {DEBIAN_SOURCE} ({DEBIAN_SOURCES_LINE}; private apt configuration in {apt_dir})")
+            subprocess.run(["apt-get", *apt_options(apt_dir), "-q", "update"], check=True)
+            subprocess.run(["apt-get", *apt_options(apt_dir), "-q", "source", "--download-only", DEBIAN_SOURCE],
+                           cwd=download, check=True)
+        found = _found(download)
     if len(found) != 1:
         raise RuntimeError(f"expected one {DEBIAN_SOURCE}_{DEBIAN_VERSION_PREFIX}.orig.tar.* in {download}, "
                            f"found {found or 'none'} (apt-get source fetched another version?)")

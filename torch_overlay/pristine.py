@@ -90,23 +90,33 @@ def from_installation(inst: TorchInstallation, release: str) -> PristineReader:
 
 
 def fetch_wheel(version: str, folder: Path) -> Path:
-    """The release's wheel from the package registry, downloaded once into ``folder``."""
+    """The release's wheel from the package registry, downloaded once into ``folder``.
+
+    pip downloads into a private folder beside the cache and the wheel is moved in whole, under a lock: a
+    concurrent caller waits, and no caller ever sees a partly written wheel."""
     import os
     import subprocess
     import sys
+    import tempfile
+
+    from .cache_lock import cache_lock
 
     def wheels() -> list[Path]:
         # torch-2.5.1-cp311-..., torch-2.10.0-3-cp311-... (build tag), torch-2.13.0+cpu-cp311-... (local label)
         return sorted(p for p in folder.glob(f"torch-{version}*.whl")
                       if p.name[len(f"torch-{version}"):][:1] in ("-", "+"))
 
-    found = wheels()
-    if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", f"torch=={version}", "--no-deps",
-                        "--only-binary", ":all:", "-d", str(folder)], check=True,
-                       # A pip constraint capping torch (as on some machines) is about installs, not this read.
-                       env={**os.environ, "PIP_CONSTRAINT": "/dev/null"})
+    with cache_lock(folder / f".torch-{version}.lock"):
         found = wheels()
+        if not found:
+            with tempfile.TemporaryDirectory(prefix=f".torch-{version}-", dir=folder) as partial:
+                subprocess.run([sys.executable, "-m", "pip", "download", "-q", f"torch=={version}", "--no-deps",
+                                "--only-binary", ":all:", "-d", partial], check=True,
+                               # A pip constraint capping torch (as on some machines) is about installs, not this read.
+                               env={**os.environ, "PIP_CONSTRAINT": "/dev/null"})
+                for wheel in Path(partial).glob("torch-*.whl"):
+                    wheel.rename(folder / wheel.name)
+            found = wheels()
     if not found:
         raise OverlayError(f"pip did not download a torch {version} wheel into {folder}")
     return found[0]

@@ -22,6 +22,7 @@ from scratch_torch import REPO, TORCH_RELEASE, torch_wheel
 
 sys.path.insert(0, str(REPO / "scripts"))
 import debian_source  # noqa: E402  (scripts/debian_source.py, shared with scripts/upstream_suite.py)
+from torch_overlay.cache_lock import cache_lock
 from torch_overlay.pristine import from_wheel
 from torch_overlay.series import load_series
 
@@ -116,8 +117,13 @@ def debian_release_repository() -> Path:
     Every file of the tarball is committed, also those upstream's .gitignore names (a clone at the tag
     has them tracked too)."""
     repo = debian_source.CACHE / f"repository-{debian_source.RELEASE}.git"
-    if (repo / "refs" / "tags" / f"v{debian_source.RELEASE}").is_file():
-        return repo
+    with cache_lock(repo.with_name(repo.name + ".lock")):  # parallel test workers make it once
+        if not (repo / "refs" / "tags" / f"v{debian_source.RELEASE}").is_file():
+            _make_release_repository(repo)
+    return repo
+
+
+def _make_release_repository(repo: Path) -> None:
     tarball = debian_source.orig_tarball()
     partial = repo.with_name(repo.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -131,7 +137,6 @@ def debian_release_repository() -> Path:
     shutil.rmtree(repo, ignore_errors=True)
     (partial / "bare").rename(repo)
     shutil.rmtree(partial)
-    return repo
 
 
 def debian_checkout(dest: Path) -> Path:
