@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from differential_compare import compare, figures, tally  # noqa: E402
 from differential_sides import PATCHED_PYTHON, REPO, TORCH_RELEASE, observe, pristine_python  # noqa: E402
 from documented_differences import PENDING  # noqa: E402
-from no_annotation_corpus import CI_SLICE, PROGRAMS  # noqa: E402
+from no_annotation_corpus import CI_SLICE, PROGRAMS, not_run  # noqa: E402
 
 WORK = REPO / "build" / "differential"  # under the repo, as .venv: Dynamo prints user paths relative to torch's
 
@@ -52,7 +52,10 @@ def report(pristine: dict, patched: dict, seconds: float) -> str:
     unexplained = [d for d in diffs if d.cause == "unexplained"]
     lines += ["", f"## Unexplained differences ({len(unexplained)})", ""]
     lines += [f"- {d.line()[:400]}" for d in unexplained[:200]] or ["- none"]
-    errors = {n: p["error"] for n, p in pristine["programs"].items() if p["error"]}
+    missed = {**not_run(pristine), **not_run(patched)}
+    lines += ["", f"## Programs that did not run to the end ({len(missed)}: nothing of theirs was compared)", ""]
+    lines += [f"- {n}: {e.splitlines()[0][:200]}" for n, e in missed.items()] or ["- none"]
+    errors = {n: p["error"] for n, p in pristine["programs"].items() if p["error"] and n not in missed}
     lines += ["", "## Programs that raise on both sides (the error texts are compared)", ""]
     lines += [f"- {n}: {e.splitlines()[0][:200]}" for n, e in errors.items()] or ["- none"]
     return "\n".join(lines) + "\n"
@@ -65,12 +68,17 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, help="write the Markdown table here")
     args = parser.parse_args(argv)
     programs = list(PROGRAMS) if args.all else (args.programs or CI_SLICE)
-    text = report(*run_sides(programs))
+    pristine, patched, seconds = run_sides(programs)
+    text = report(pristine, patched, seconds)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
     print(text)
-    return 0
+    missed = {**not_run(pristine), **not_run(patched)}
+    if missed:
+        print(f"differential_run: {len(missed)} program(s) did not run to the end, so the table is incomplete: "
+              f"{', '.join(sorted(missed))}. Fix the environment (scripts/setup.sh) and run again.", file=sys.stderr)
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

@@ -23,14 +23,23 @@ class Program:
     name: str
     run: Callable
     needs: tuple = ()  # third-party packages; missing ones make the program record that and stop
+    raises: bool = False  # it exists to compare an error; any other program that raises did not run
+
+
+def not_run(observation: dict) -> dict[str, str]:
+    """{program: its error} of the programs in ``observation`` that raised but exist to run to the end: on a
+    release where a dependency does not load (say a torchvision built for another torch), the program raises
+    the same error on both sides, so the comparison alone would pass without having compared anything."""
+    return {name: p["error"] for name, p in observation["programs"].items()
+            if p["error"] and not PROGRAMS[name].raises}
 
 
 PROGRAMS: dict[str, Program] = {}
 
 
-def program(*needs: str):
+def program(*needs: str, raises: bool = False):
     def register(fn):
-        PROGRAMS[fn.__name__] = Program(fn.__name__, fn, needs)
+        PROGRAMS[fn.__name__] = Program(fn.__name__, fn, needs, raises)
         return fn
     return register
 
@@ -162,7 +171,7 @@ def compile_graph_break(obs):
     _compiled_forward_backward(obs, _breaks)
 
 
-@program()
+@program(raises=True)
 def compile_fullgraph_error(obs):
     """The error text of a graph break under fullgraph=True."""
     torch.compile(_breaks, backend=obs.recording_backend(), fullgraph=True)(torch.randn(4))

@@ -22,7 +22,7 @@ from differential_compare import UNEXPLAINED, compare  # noqa: E402
 from differential_run import report, run_sides  # noqa: E402
 from differential_sides import REPO, TORCH_RELEASE  # noqa: E402
 from documented_differences import DOCUMENTED, UPSTREAM_MODULE_NAMES, release_tuple  # noqa: E402
-from no_annotation_corpus import CI_SLICE  # noqa: E402
+from no_annotation_corpus import CI_SLICE, not_run  # noqa: E402
 
 PROGRAMS = list(dict.fromkeys(CI_SLICE + [r.example_program for r in DOCUMENTED if r.example_program in CI_SLICE]))
 _RUN = {}
@@ -48,6 +48,9 @@ class TestNoAnnotationDifferential(TestCase):
         pristine, patched, _ = differential()
         self.assertEqual(sorted(pristine["programs"]), sorted(PROGRAMS))
         self.assertEqual(sorted(patched["programs"]), sorted(PROGRAMS))
+        # ... and ran to the end: only the programs that exist to compare an error raised.
+        self.assertEqual(not_run(pristine), {})
+        self.assertEqual(not_run(patched), {})
         # The corpus really exercises the capture paths: graphs and nodes were compared.
         self.assertGreater(sum(len(p["graphs"]) for p in pristine["programs"].values()), 20)
 
