@@ -15,27 +15,30 @@ done
 
 start=$SECONDS
 installed=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true)
-if [ -n "$installed" ] && [ "${installed%%+*}" != "$torch_version" ]; then
-  # Another release: a new .venv, so nothing of the old one (its NVIDIA packages: GBs) stays behind.
+if [ -n "$installed" ] && [ "$installed" != "$torch_version" ]; then
+  # Another release, or a local-label build of this one (2.13.0+cpu): a new .venv, so nothing of the old one
+  # (its NVIDIA packages: GBs) stays behind.
   echo "== removing .venv (torch $installed) for torch $torch_version"
   rm -rf .venv
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
-if [ "${installed%%+*}" != "$torch_version" ]; then
+if [ "$installed" != "$torch_version" ]; then
   echo "== installing torch $torch_version into .venv (the CUDA wheel: a few GB, a few minutes)"
   .venv/bin/pip install -q --upgrade pip
   # PIP_CONSTRAINT=/dev/null: some machines cap torch with a pip constraint (at 2.14.1 here); the release
-  # asked for is the one to install.
+  # asked for is the one to install. "===": the release's own build, never a local-label variant that pip would
+  # rank above it (2.13.0+cpu, where a machine offers one): no torchvision is built for those.
   prefetched="build/prefetch/$torch_version"
   if [ -f "$prefetched.done" ]; then  # downloaded ahead by .ci/run while the previous release was tested
-    PIP_CONSTRAINT=/dev/null .venv/bin/pip install -q --no-index --find-links "$prefetched" "torch==$torch_version" numpy pytest expecttest
+    PIP_CONSTRAINT=/dev/null .venv/bin/pip install -q --no-index --find-links "$prefetched" "torch===$torch_version" numpy pytest expecttest
     mkdir -p build/wheels && mv "$prefetched"/torch-"$torch_version"*.whl build/wheels/  # the tests read it
     rm -rf "$prefetched" "$prefetched.done"
   else
-    PIP_CONSTRAINT=/dev/null .venv/bin/pip install -q "torch==$torch_version" numpy
+    PIP_CONSTRAINT=/dev/null .venv/bin/pip install -q "torch===$torch_version" numpy
   fi
 fi
-.venv/bin/pip install -q pytest expecttest
+# pytest-xdist: scripts/test.sh runs the test files in parallel workers, one per core (at most 4)
+.venv/bin/pip install -q pytest expecttest pytest-xdist==3.8.0
 
 # Real model code for the no-annotation differential (test/differential/), pinned; the torch of .venv stays:
 # the constraint pins it, and torchvision is the one built for this release.
