@@ -8,6 +8,8 @@ release's files, checked against the wheel's RECORD. Each side runs the corpus i
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,8 +39,13 @@ def observe(python: Path, programs: list[str], out: Path, timeout: float = 1800)
     """Run ``programs`` under ``python``; the observations as a dict (differential_observe.py's JSON)."""
     listing = out.with_suffix(".patched-files.txt")
     listing.write_text("\n".join(patched_files()))
+    # Each side starts with an empty Inductor cache of its own: the cache is shared per user by default, and
+    # its keys hash torch's sources, so a side that ran before would find hits the other side cannot have.
+    cache = out.with_suffix(".inductor-cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache))
     proc = subprocess.run([str(python), str(HERE / "differential_observe.py"), str(out), str(listing), *programs],
-                          capture_output=True, text=True, timeout=timeout, cwd=str(HERE))
+                          capture_output=True, text=True, timeout=timeout, cwd=str(HERE), env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"the corpus run under {python} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(out.read_text())
