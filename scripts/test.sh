@@ -2,6 +2,8 @@
 # Test command: makes sure the set-up is done (scripts/setup.sh) for the release under test, creates the
 # upstream oracle environment (.venv-oracle, torch 2.13.0+cpu), then runs the test suite on the patched torch.
 #   usage: scripts/test.sh [--torch VERSION] [pytest arguments]
+# The test files run in parallel (pytest-xdist, a whole file per worker: a file's class fixtures are built
+# once); TEST_WORKERS sets the number of workers, default one per core and at most 4; 0 runs in one process.
 # The release is --torch, else $TORCH_VERSION, else 2.5.1 (as for scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,4 +33,5 @@ if ! command -v chromium > /dev/null; then
     || { apt-get update -q && apt-get install -y -q chromium; } >> build/chromium-install.log 2>&1; } \
     || echo "== could not install chromium (see build/chromium-install.log; needs root): the report's browser test will fail"
 fi
-exec .venv/bin/python -m pytest -q "$@"
+workers="${TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile "$@"
