@@ -94,14 +94,14 @@ DOCUMENTED = [
         _added("is_gradient_acc", "True", BACKWARD_GRAPHS), "compile_inplace_views"),
     Documented(
         "is_functional_regenerated", "`True` on a view that functionalization regenerates after a mutation",
-        "Note [Functionalization View Replay Annotation] (PR number not identified)",
-        "upstream-view-replay-annotation", "2.10.0",
+        "166200",
+        "166200-view-replay-annotation", "2.10.0",
         _added("is_functional_regenerated", "True"), "compile_inplace_views"),
     Documented(
         "seq_nr, stack_trace of a regenerated view",
         "the regenerated view's own `seq_nr` and stack trace instead of those of the op that used the view",
-        "Note [Functionalization View Replay Annotation] (PR number not identified)",
-        "upstream-view-replay-annotation", "2.10.0",
+        "166200",
+        "166200-view-replay-annotation", "2.10.0",
         lambda d: d.what == "meta" and d.key in ("seq_nr", "stack_trace") and _regenerated(d),
         "compile_inplace_views"),
     Documented(
@@ -179,7 +179,7 @@ DOCUMENTED.append(Documented(
     "module names", "new names in the modules the series touches: upstream's API of the backported PRs "
     "(`annotate`, `annotate_fn`, `set_current_replay_node`, `_set_autograd_backward`, ...) and the imports "
     "upstream's module has too (`fx.traceback.Callable`, `ctx_manager.contextlib`)",
-    "163673, 164916, 172687, 180251, view replay", "the backports", "2.12.1",
+    "163673, 164916, 166200, 172687, 180251", "the backports", "2.12.1",
     lambda d: d.what == "module name added" and UPSTREAM_MODULE_NAMES.get(d.key, "2.13.0") != "2.13.0",
     "(module surface)"))
 

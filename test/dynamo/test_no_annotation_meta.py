@@ -1,7 +1,7 @@
 """Nothing annotated: the node meta the release itself sets comes out as the
 release sets it, in the graphs torch.compile compiles after a dynamic-shape
-recompile too (patch local-no-state-leaks leaves proxy_tensor's
-set_original_aten_op as the release has it)."""
+recompile too (the series leaves proxy_tensor's set_original_aten_op as the
+release has it; patch local-stacktrace-hooks-reset says why)."""
 import sys
 from pathlib import Path
 

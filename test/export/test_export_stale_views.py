@@ -1,6 +1,6 @@
 # Owner(s): ["oncall: export"]
 """Views made stale by a mutation keep the annotation of the block that took them, on every capture path
-that functionalizes (upstream-view-replay-annotation, local-view-replay-pre-dispatch).
+that functionalizes (166200-view-replay-annotation, local-view-replay-pre-dispatch).
 
 Upstream 2.13 annotates them in a decomposed strict export; under aot_export_module(pre_dispatch=True) it
 leaves them without custom, and non-strict export records no custom at all there (local-export-nonstrict-

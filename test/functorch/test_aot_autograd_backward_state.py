@@ -1,6 +1,6 @@
 """Joint-graph tracing state: autograd_backward, gradient accumulation,
 seq_nr pairing and annotations through aot_function and aot_export_module
-(patches 180251-autograd-backward-state, local-no-state-leaks,
+(patches 180251-autograd-backward-state, local-stacktrace-hooks-reset,
 local-aot-export-joint-meta, local-fwd-bw-autograd-backward)."""
 import sys
 import unittest

@@ -419,7 +419,7 @@ class TestActivationCheckpointing(AnnotationTestCase):
 class TestViewReplay(AnnotationTestCase):
     """A view functionalization regenerates after a mutation keeps the seq_nr,
     stack trace and annotation of the original view op, not those of the op
-    that uses it next (upstream-view-replay-annotation)."""
+    that uses it next (166200-view-replay-annotation)."""
 
     def test_regenerated_view_keeps_its_seq_nr_and_annotation(self):
         class Unpermute(nn.Module):

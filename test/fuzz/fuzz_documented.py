@@ -132,7 +132,7 @@ BEYOND_UPSTREAM = [
         "views regenerated at an output: annotated", "local-view-replay-outputs",
         "a view of a mutated intermediate that a function returns, regenerated from its base at the output "
         "(outside any op), carries the view's annotation, stack trace and seq_nr, as a view regenerated inside "
-        "an op does; upstream leaves it without (and in a joint graph gives it the gradient accumulation's seq_nr)",
+        "an op does; upstream leaves it without (no custom, stack trace or seq_nr)",
         lambda d, p, o: ("output_view_of_mutated" in p["features"]
                          and _only_annotates_what_upstream_leaves_bare(d))),
     BeyondUpstream(

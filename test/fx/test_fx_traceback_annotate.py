@@ -1,5 +1,5 @@
 """torch.fx.traceback.annotate / annotate_fn and the tracing state they
-write (patches 163673-annotate, local-no-state-leaks,
+write (patches 163673-annotate, local-stacktrace-hooks-reset,
 local-annotate-exit-any-order, local-annotation-test-helpers)."""
 import sys
 import threading

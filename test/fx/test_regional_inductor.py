@@ -2,7 +2,8 @@
 annotate({"compile_with_inductor": ...}) are compiled by Inductor, forward and backward, with the
 annotation's inductor_configs; every other op runs as traced.  Native from 2.10.0; on 2.5.1-2.9.1 the
 patches 164776-regional-inductor, 166269-regional-inductor-configs, local-regional-inductor-boxed-call and
-(before 2.8) local-regional-inductor-compile-fx.  The same tests run against upstream's own pass on 2.10+.
+(before 2.8) local-regional-inductor-compile-fx and local-regional-inductor-partitions.  The same tests run
+against upstream's own pass on 2.10+.
 
 Inductor compiles on CPU with a C++ compiler, so every test compiles as few regions as it can."""
 import operator
