@@ -2,8 +2,9 @@
 annotate({"compile_with_inductor": ...}) are compiled by Inductor, forward and backward, with the
 annotation's inductor_configs; every other op runs as traced.  Native from 2.10.0; on 2.5.1-2.9.1 the
 patches 164776-regional-inductor, 166269-regional-inductor-configs, local-regional-inductor-boxed-call and
-(before 2.8) local-regional-inductor-compile-fx and local-regional-inductor-partitions.  The same tests run
-against upstream's own pass on 2.10+.
+(before 2.8) local-regional-inductor-compile-fx and local-regional-inductor-partitions.  The annotation's
+"inductor_region" key, which keeps regions apart, is native from 2.12 and backported to 2.5.1-2.11.0
+(179209-regional-inductor-region-ids).  The same tests run against upstream's own pass on 2.10+.
 
 Inductor compiles on CPU with a C++ compiler, so every test compiles as few regions as it can."""
 import operator
@@ -43,6 +44,20 @@ def two_regions(x, y, z):
     with fx_traceback.annotate({"compile_with_inductor": 0}):
         c = b * z - 1
     return torch.sin(c)
+
+
+def side_by_side_regions(x, y):
+    """Two marked regions next to each other, told apart by their inductor_region ids, each with
+    inductor_configs of its own, and an unmarked op taking both results."""
+    with fx_traceback.annotate(
+        {"compile_with_inductor": {"inductor_region": 0, "inductor_configs": {"fallback_random": True}}}
+    ):
+        a = torch.sin(x * y)
+    with fx_traceback.annotate(
+        {"compile_with_inductor": {"inductor_region": 1, "inductor_configs": {"fallback_random": False}}}
+    ):
+        b = torch.cos(x + y)
+    return a - b
 
 
 def traced_ops(gm):
@@ -108,6 +123,71 @@ fallback_random=True: aten.mul.Tensor aten.mul.Tensor aten.mul.Tensor""")
         expected.sum().backward()
         self.assertEqual(out, expected)
         self.assertEqual([x.grad, y.grad, z.grad], [t.grad for t in eager])
+
+    @unittest.skipUnless(RUN_COMPILING, f"compiles C++; CI runs it on {sorted(COMPILING_RELEASES)}")
+    def test_inductor_region_ids_compile_regions_apart(self):
+        compiled_by_inductor = []
+
+        def record(graph):  # a post-grad pass: Inductor runs it on each graph it compiles
+            ops = sorted(str(n.target) for n in graph.nodes if n.op == "call_function")
+            compiled_by_inductor.append(f"fallback_random={inductor_config.fallback_random}: {' '.join(ops)}")
+
+        returned = []
+        opt_fn = torch.compile(side_by_side_regions, backend=aot_eager_regional_inductor(returned), fullgraph=True)
+        x, y = (torch.randn(10, requires_grad=True) for _ in range(2))
+        with inductor_config.patch(post_grad_custom_post_pass=record, fx_graph_cache=False):
+            out, codes = run_fw_bw_and_get_code(lambda: opt_fn(x, y))
+
+        # Each region id is compiled on its own with its inductor_configs, in the forward graph and in the
+        # backward graph (its ops carry their forward op's annotation); without the ids the partitioner puts
+        # both regions in one submodule, compiled with the first region's configs.  (The regions take no
+        # input from each other: upstream, through 2.15, takes a region's configs from the first of its
+        # nodes with an annotation, placeholders included, so a region fed by another takes the other's.)
+        self.assertEqual(len(codes), 4)
+        self.assertExpectedInline("\n".join(sorted(compiled_by_inductor)), """\
+fallback_random=False: aten.add.Tensor aten.cos.default
+fallback_random=False: aten.mul.Tensor aten.neg.default aten.sin.default
+fallback_random=True: aten.cos.default aten.mul.Tensor aten.mul.Tensor aten.mul.Tensor
+fallback_random=True: aten.mul.Tensor aten.sin.default""")
+        self.assertExpectedInline("\n".join(traced_ops(g) for g in returned), """\
+2 regions, traced: aten.sub.Tensor
+2 regions, traced: aten.add.Tensor aten.add.Tensor aten.neg.default""")
+
+        eager = [t.detach().clone().requires_grad_() for t in (x, y)]
+        expected = side_by_side_regions(*eager)
+        expected.sum().backward()
+        self.assertEqual(out, expected)
+        self.assertEqual([x.grad, y.grad], [t.grad for t in eager])
+
+    def test_inductor_region_ids_group_marked_nodes(self):
+        """Marked nodes of different inductor_region ids go to different submodules even where one takes the
+        other's result; annotations with equal ids, and those without the key, each make one (without
+        compiling)."""
+        graph = torch.fx.Graph()
+        x, y = graph.placeholder("x"), graph.placeholder("y")
+        aten = torch.ops.aten
+
+        def op(target, *args, mark):
+            node = graph.call_function(target, args)
+            node.meta["custom"] = {"compile_with_inductor": mark}
+            return node
+
+        a = op(aten.mul.Tensor, x, y, mark={"inductor_region": "r0", "inductor_configs": {"fallback_random": True}})
+        b = op(aten.add.Tensor, a, y, mark={"inductor_region": "r1"})
+        c = op(aten.mul.Tensor, b, b, mark={"inductor_region": "r1", "inductor_configs": {}})
+        d = op(aten.add.Tensor, c, x, mark=0)
+        e = op(aten.mul.Tensor, d, y, mark={"inductor_configs": {}})
+        graph.output(e)
+        gm = _create_inductor_marked_regions(torch.fx.GraphModule(torch.nn.Module(), graph))
+        regions = []
+        for node in gm.graph.nodes:
+            if node.op == "call_module":
+                ops = sorted(n.name for n in getattr(gm, node.target).graph.nodes if n.op == "call_function")
+                regions.append(f"{node.target}: {' '.join(ops)}")
+        self.assertExpectedInline("\n".join(regions), """\
+__marked_inductor_submod0: mul_tensor
+__marked_inductor_submod1: add_tensor mul_tensor_1
+__marked_inductor_submod2: add_tensor_1 mul_tensor_2""")
 
     def test_regions_grouped_as_upstream(self):
         """The marked nodes are grouped, and the groups numbered, as upstream's partitioner does (without
