@@ -106,7 +106,7 @@ class RegionalInductorTests(torch._inductor.test_case.TestCase):
         # the inductor_configs of its annotation; the unmarked ops (sin, and its backward) stay as traced.
         # The backward's mul for z's gradient depends on nothing between the regions, and the partitioner
         # groups it with the first region, whose configs apply (as upstream: every marked node is alike to
-        # the partitioner; 2.13's "inductor_region" key tells regions apart).
+        # the partitioner; the "inductor_region" key tells regions apart, test below).
         self.assertEqual(len(codes), 4)
         self.assertExpectedInline("\n".join(sorted(compiled_by_inductor)), """\
 fallback_random=False: aten.mul.Tensor
