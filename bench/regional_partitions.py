@@ -10,7 +10,12 @@ installed release's own partitioner is counted too, for comparison: before 2.8 i
 these graphs but often in another order (2.8 merges the smaller partition into the larger and keeps the larger
 one's id), so the pass would number the regions, and name the graph's nodes, otherwise than upstream.
 
+With ``--region-ids`` each marked op also names an ``inductor_region`` id (0 or 1) or none (the default region),
+and both sides group each region in turn, as upstream's pass does from 2.12 (179209-regional-inductor-region-ids
+before that); the groups of all regions, in that order, are compared.
+
     .venv/bin/python bench/regional_partitions.py --graphs 400     # on a patched 2.5.1, 2.6.0 or 2.7.1
+    .venv/bin/python bench/regional_partitions.py --graphs 400 --region-ids   # on any patched release
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MARK = {"compile_with_inductor": 0}
+DEFAULT_REGION = "default"  # the region of marked ops whose annotation names no inductor_region
 
 # Run by the oracle's Python: the groups CapabilityBasedPartitioner proposes for each graph on stdin.
 ORACLE_SIDE = r"""
@@ -34,9 +39,10 @@ print(json.dumps([partitioner_groups(build(spec)) for spec in json.load(sys.stdi
 """
 
 
-def random_spec(rng: random.Random, size: int) -> list[dict]:
+def random_spec(rng: random.Random, size: int, region_ids: bool = False) -> list[dict]:
     """A graph as data: each op names the earlier values it takes (placeholders are values 0 and 1), whether
-    it is marked, and how many getitems take its outputs (0: one output)."""
+    it is marked (with ``region_ids``, under which inductor_region id: 0, 1 or none), and how many getitems
+    take its outputs (0: one output)."""
     values, ops = 2, []
     for _ in range(size):
         inputs = rng.sample(range(values), k=min(values, rng.choice((1, 1, 2, 2, 3))))
@@ -44,6 +50,8 @@ def random_spec(rng: random.Random, size: int) -> list[dict]:
         outputs = rng.choice((0, 0, 0, 0, 2, 3))
         ops.append({"inputs": inputs, "marked": marked, "outputs": outputs,
                     "getitems_marked": [marked if rng.random() < 0.85 else not marked for _ in range(outputs)]})
+        if region_ids:
+            ops[-1]["region"] = rng.choice((None, 0, 1))
         values += max(outputs, 1) + (1 if outputs else 0)
     return ops
 
@@ -55,6 +63,8 @@ def build(spec: list[dict]):
     graph = torch.fx.Graph()
     values = [graph.placeholder("x"), graph.placeholder("y")]
     for op in spec:
+        region = op.get("region")
+        annotation = {"compile_with_inductor": 0 if region is None else {"inductor_region": region}}
         args = [values[i] for i in op["inputs"]]
         if op["outputs"]:
             node = graph.call_function(torch.ops.aten.split.Tensor, (args[0], 1) + tuple(args[1:]))
@@ -62,13 +72,13 @@ def build(spec: list[dict]):
             for k, mark in enumerate(op["getitems_marked"]):
                 item = graph.call_function(operator.getitem, (node, k))
                 if mark:
-                    item.meta["custom"] = dict(MARK)
+                    item.meta["custom"] = dict(annotation)
                 values.append(item)
         else:
             node = graph.call_function(torch.ops.aten.add.Tensor, tuple(args))
             values.append(node)
         if op["marked"]:
-            node.meta["custom"] = dict(MARK)
+            node.meta["custom"] = dict(annotation)
     used = {a for n in graph.nodes for a in n.all_input_nodes}
     graph.output(tuple(n for n in values if n not in used))
     return torch.fx.GraphModule(torch.nn.Module(), graph)
@@ -78,20 +88,40 @@ def _marked(node) -> bool:
     return node.op not in ("placeholder", "output") and "compile_with_inductor" in (node.meta.get("custom") or {})
 
 
+def regions(gm) -> list[set]:
+    """The marked nodes by inductor_region id (one default region for those without), in the order each
+    region's first node appears: the units upstream's pass partitions one at a time."""
+    by_id: dict = {}
+    for node in gm.graph.nodes:
+        if _marked(node):
+            mark = node.meta["custom"]["compile_with_inductor"]
+            region = mark["inductor_region"] if isinstance(mark, dict) and "inductor_region" in mark else DEFAULT_REGION
+            by_id.setdefault(region, set()).add(node)
+    return list(by_id.values())
+
+
 def partitioner_groups(gm) -> list[list[str]]:
-    """The groups this torch's CapabilityBasedPartitioner proposes, in its order."""
+    """The groups this torch's CapabilityBasedPartitioner proposes for each region in turn, in its order."""
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import create_op_support
 
-    support = create_op_support(lambda submodules, node: _marked(node))
-    partitions = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True).propose_partitions()
-    return [sorted(n.name for n in p.nodes) for p in partitions]
+    groups = []
+    for region in regions(gm):
+        support = create_op_support(lambda submodules, node, region=region: node in region)
+        partitions = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True).propose_partitions()
+        groups += [sorted(n.name for n in p.nodes) for p in partitions]
+    return groups
 
 
 def pass_groups(gm) -> list[list[str]]:
-    """The groups the installed regional_inductor forms (its own grouping where the series has one)."""
+    """The groups the installed regional_inductor forms (its own grouping where the series has one: by region
+    from 179209-regional-inductor-region-ids on, all marked nodes at once before)."""
     import torch.fx.passes.regional_inductor as ri
 
+    if hasattr(ri, "_downstream_nodes"):
+        downstream = ri._downstream_nodes(gm)
+        return [sorted(n.name for n in group) for region in regions(gm)
+                for group in ri._group_marked_nodes(gm, region, downstream)]
     if hasattr(ri, "_group_marked_nodes"):
         return [sorted(n.name for n in group) for group in ri._group_marked_nodes(gm)]
     return partitioner_groups(gm)
@@ -101,12 +131,13 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--graphs", type=int, default=400)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--region-ids", action="store_true", help="marked ops name inductor_region 0, 1 or none")
     p.add_argument("--oracle", type=Path, default=REPO / ".venv-oracle" / "bin" / "python")
     args = p.parse_args()
     import torch
 
     rng = random.Random(args.seed)
-    specs = [random_spec(rng, rng.randint(4, 24)) for _ in range(args.graphs)]
+    specs = [random_spec(rng, rng.randint(4, 24), args.region_ids) for _ in range(args.graphs)]
     out = subprocess.run([str(args.oracle), "-c", ORACLE_SIDE, str(Path(__file__).parent)],
                          input=json.dumps(specs), capture_output=True, text=True, check=True).stdout
     upstream = json.loads(out)
@@ -116,7 +147,8 @@ def main() -> int:
     order = [i for i, (a, b) in enumerate(zip(ours, upstream)) if a != b and i not in differ]
     own = [i for i, (a, b) in enumerate(zip(release, upstream)) if sorted(a) != sorted(b)]
     own_order = [i for i, (a, b) in enumerate(zip(release, upstream)) if a != b and i not in own]
-    print(f"torch {torch.__version__}: {args.graphs} graphs (seed {args.seed}); regional_inductor's groups differ "
+    ids = ", inductor_region ids" if args.region_ids else ""
+    print(f"torch {torch.__version__}: {args.graphs} graphs (seed {args.seed}{ids}); regional_inductor's groups differ "
           f"from the 2.13 partitioner's on {len(differ)} (in order only: {len(order)}); the release's own "
           f"partitioner's on {len(own)} (in order only: {len(own_order)})")
     for i in (differ + order)[:5]:
