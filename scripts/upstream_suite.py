@@ -136,9 +136,10 @@ def torch_paths() -> dict:
 
 
 def build_torchbind(tree: Path, paths: dict) -> None:
-    """libtorchbind_test.so from the tree's test/cpp/jit, where find_library_location looks for it after the
-    torch folder (site-packages/build/lib): TestFX and the export tests load it in setUp."""
-    target = Path(paths["common_utils"]).resolve().parents[3] / "build" / "lib" / "libtorchbind_test.so"
+    """libtorchbind_test.so from the tree's test/cpp/jit, where find_library_location looks for it after
+    torch/lib: torch/build/lib, three folders up from common_utils.py. TestFX and the export tests load it in
+    setUp (in site-packages/build/lib, where this put it before, they failed on both sides: 247 tests)."""
+    target = Path(paths["common_utils"]).resolve().parents[2] / "build" / "lib" / "libtorchbind_test.so"
     if target.exists():
         return
     target.parent.mkdir(parents=True, exist_ok=True)
