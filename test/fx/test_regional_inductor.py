@@ -84,8 +84,10 @@ RUN_COMPILING = torch.__version__.split("+")[0] in COMPILING_RELEASES or os.envi
 
 class RegionalInductorTests(torch._inductor.test_case.TestCase):
     # One compilation serves every check of Inductor's work (forward, backward, configs, results).
-    @unittest.skipUnless(RUN_COMPILING, f"compiles C++; CI runs it on {sorted(COMPILING_RELEASES)}")
-    def test_marked_regions_compiled_forward_and_backward_with_their_configs(self):
+    def compile_regions(self, fn, n_inputs):
+        """Compile ``fn`` with regional Inductor behind aot_eager and run its forward and backward once.
+        Returns (inputs, output, Inductor's generated codes, "fallback_random=<config>: <ops>" per graph
+        Inductor compiled, the graphs regional_inductor returned)."""
         compiled_by_inductor = []
 
         def record(graph):  # a post-grad pass: Inductor runs it on each graph it compiles
@@ -93,14 +95,27 @@ class RegionalInductorTests(torch._inductor.test_case.TestCase):
             compiled_by_inductor.append(f"fallback_random={inductor_config.fallback_random}: {' '.join(ops)}")
 
         returned = []
-        opt_fn = torch.compile(two_regions, backend=aot_eager_regional_inductor(returned), fullgraph=True)
-        x, y, z = (torch.randn(10, requires_grad=True) for _ in range(3))
+        opt_fn = torch.compile(fn, backend=aot_eager_regional_inductor(returned), fullgraph=True)
+        inputs = [torch.randn(10, requires_grad=True) for _ in range(n_inputs)]
         with inductor_config.patch(post_grad_custom_post_pass=record, fx_graph_cache=False), \
                 warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            out, codes = run_fw_bw_and_get_code(lambda: opt_fn(x, y, z))
+            out, codes = run_fw_bw_and_get_code(lambda: opt_fn(*inputs))
         # The graphs regional_inductor returns take AOTAutograd's boxed arguments.
         self.assertEqual([str(w.message) for w in caught if "take boxed arguments" in str(w.message)], [])
+        return inputs, out, codes, compiled_by_inductor, returned
+
+    def assert_equals_eager(self, fn, inputs, out):
+        """The compiled output and the inputs' gradients equal eager's."""
+        eager = [t.detach().clone().requires_grad_() for t in inputs]
+        expected = fn(*eager)
+        expected.sum().backward()
+        self.assertEqual(out, expected)
+        self.assertEqual([t.grad for t in inputs], [t.grad for t in eager])
+
+    @unittest.skipUnless(RUN_COMPILING, f"compiles C++; CI runs it on {sorted(COMPILING_RELEASES)}")
+    def test_marked_regions_compiled_forward_and_backward_with_their_configs(self):
+        inputs, out, codes, compiled_by_inductor, returned = self.compile_regions(two_regions, 3)
 
         # Two regions in the forward graph and two in the backward graph, each compiled by Inductor with
         # the inductor_configs of its annotation; the unmarked ops (sin, and its backward) stay as traced.
@@ -117,26 +132,11 @@ fallback_random=True: aten.mul.Tensor aten.mul.Tensor aten.mul.Tensor""")
 2 regions, traced: aten.sin.default aten.sin.default
 2 regions, traced: aten.cos.default aten.cos.default aten.mul.Tensor aten.mul.Tensor""")
         self.assertFalse(inductor_config.fallback_random)
-
-        eager = [t.detach().clone().requires_grad_() for t in (x, y, z)]
-        expected = two_regions(*eager)
-        expected.sum().backward()
-        self.assertEqual(out, expected)
-        self.assertEqual([x.grad, y.grad, z.grad], [t.grad for t in eager])
+        self.assert_equals_eager(two_regions, inputs, out)
 
     @unittest.skipUnless(RUN_COMPILING, f"compiles C++; CI runs it on {sorted(COMPILING_RELEASES)}")
     def test_inductor_region_ids_compile_regions_apart(self):
-        compiled_by_inductor = []
-
-        def record(graph):  # a post-grad pass: Inductor runs it on each graph it compiles
-            ops = sorted(str(n.target) for n in graph.nodes if n.op == "call_function")
-            compiled_by_inductor.append(f"fallback_random={inductor_config.fallback_random}: {' '.join(ops)}")
-
-        returned = []
-        opt_fn = torch.compile(side_by_side_regions, backend=aot_eager_regional_inductor(returned), fullgraph=True)
-        x, y = (torch.randn(10, requires_grad=True) for _ in range(2))
-        with inductor_config.patch(post_grad_custom_post_pass=record, fx_graph_cache=False):
-            out, codes = run_fw_bw_and_get_code(lambda: opt_fn(x, y))
+        inputs, out, codes, compiled_by_inductor, returned = self.compile_regions(side_by_side_regions, 2)
 
         # Each region id is compiled on its own with its inductor_configs, in the forward graph and in the
         # backward graph (its ops carry their forward op's annotation); without the ids the partitioner puts
@@ -152,12 +152,7 @@ fallback_random=True: aten.mul.Tensor aten.sin.default""")
         self.assertExpectedInline("\n".join(traced_ops(g) for g in returned), """\
 2 regions, traced: aten.sub.Tensor
 2 regions, traced: aten.add.Tensor aten.add.Tensor aten.neg.default""")
-
-        eager = [t.detach().clone().requires_grad_() for t in (x, y)]
-        expected = side_by_side_regions(*eager)
-        expected.sum().backward()
-        self.assertEqual(out, expected)
-        self.assertEqual([x.grad, y.grad], [t.grad for t in eager])
+        self.assert_equals_eager(side_by_side_regions, inputs, out)
 
     def test_inductor_region_ids_group_marked_nodes(self):
         """Marked nodes of different inductor_region ids go to different submodules even where one takes the
