@@ -10,6 +10,7 @@ annotation: each backward node carries the region of the forward op it different
 import os
 import sys
 import warnings
+from unittest import mock
 
 import torch
 from torch import nn
@@ -47,6 +48,24 @@ class StaleViewReturned(nn.Module):
             h[0].add_(1)
         return h.cos().sum(), bt
 
+
+class StaleViewUsedAfterItsBlock(nn.Module):
+    """``b`` is taken in "make" and used after every block has ended: its node carries the annotation."""
+
+    def forward(self, x):
+        h = x * 2
+        with annotate({"region": "make"}):
+            b = h.narrow(0, 1, 2)
+        h[0].add_(1)
+        return b.sin()
+
+
+class UnannotatedUseOfStaleView(nn.Module):
+    def forward(self, x):
+        h = x * 2
+        b = h.narrow(0, 1, 2)
+        h[0].add_(1)
+        return b.sin()
 
 
 def record(module, compile_with):
@@ -89,6 +108,16 @@ class TestStaleViewGradFnRebuilt(TestCase):
         (t,) = backward_nodes(bw, torch.ops.aten.t.default)
         self.assertEqual((region(slice_backward), region(t)), ("views", "views"))
 
+    def check_stale_view_used_after_its_block(self, compile_with):
+        fw, bw = record(StaleViewUsedAfterItsBlock(), compile_with)
+        (sin,) = [n for _, n in call_function_nodes(fw) if n.target == torch.ops.aten.sin.default]
+        self.assertIsNone(region(sin))
+        (cos,) = backward_nodes(bw, torch.ops.aten.cos.default)
+        self.assertEqual(cos.meta["seq_nr"], sin.meta["seq_nr"])
+        self.assertIsNone(region(cos))
+        (slice_backward,) = backward_nodes(bw, torch.ops.aten.slice_backward.default)
+        self.assertEqual(region(slice_backward), "make")
+
     def test_use_of_stale_view_aot_function(self):
         self.check_use_of_stale_view(aot_function)
 
@@ -100,6 +129,23 @@ class TestStaleViewGradFnRebuilt(TestCase):
 
     def test_stale_view_returned_dynamo(self):
         self.check_stale_view_returned(compile_with_dynamo)
+
+    def test_stale_view_used_after_its_block_aot_function(self):
+        self.check_stale_view_used_after_its_block(aot_function)
+
+    def test_stale_view_used_after_its_block_dynamo(self):
+        self.check_stale_view_used_after_its_block(compile_with_dynamo)
+
+    def test_arguments_are_scanned_only_once_the_trace_has_seen_an_annotation(self):
+        """A program that annotates nothing pays no per-op scan of its arguments; one that does is scanned."""
+        from torch.fx.experimental import proxy_tensor
+
+        scan = proxy_tensor._rebuild_stale_view_grad_fns
+        for module, scanned in ((UnannotatedUseOfStaleView(), False), (UseOfStaleView(), True)):
+            with self.subTest(type(module).__name__), \
+                    mock.patch.object(proxy_tensor, "_rebuild_stale_view_grad_fns", wraps=scan) as spy:
+                record(module, aot_function)
+                self.assertEqual(spy.called, scanned)
 
 
 if __name__ == "__main__":
