@@ -34,4 +34,7 @@ if ! command -v chromium > /dev/null; then
     || echo "== could not install chromium (see build/chromium-install.log; needs root): the report's browser test will fail"
 fi
 workers="${TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+# Several tests write a torch wheel or a venv under /tmp (pytest's tmp_path): say how much room there is, so a
+# "No space left on device" in a log can be read against it.
+echo "== free disk: $(df -h --output=avail "${TMPDIR:-/tmp}" | tail -n 1 | tr -d ' ') in ${TMPDIR:-/tmp}, $(df -h --output=avail . | tail -n 1 | tr -d ' ') in $(pwd)"
 exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile "$@"
