@@ -2,7 +2,7 @@
 and annotated regions, then time training steps.
 
 usage: python transformer_workload.py --backend aot_eager|inductor [--attention flex|sdpa] --layers N
-       [--memory] [--no-annotate]
+       [--memory] [--no-annotate] [--profile PREFIX]
 Prints one JSON line: compile_s (first forward+backward, i.e. Dynamo + AOTAutograd
 + backend), compile_cpu_s (the same, in this process's CPU time: with one thread it
 leaves out the time spent waiting for a core on a loaded machine), step_s (median of later steps), peak_trace_bytes (tracemalloc peak
@@ -12,9 +12,12 @@ NVIDIA driver), so Inductor runs use ``--attention sdpa``.
 Runs unchanged on vanilla torch, where ``annotate`` does not exist: it then
 uses a null context, so both sides compile the same model. ``--no-annotate``
 uses the null context on any torch, to price the annotations themselves.
+``--profile PREFIX`` runs the compile and the timed steps under cProfile and writes
+PREFIX.compile.prof and PREFIX.steps.prof (bench/compile_calls.py counts the calls).
 """
 import argparse
 import contextlib
+import cProfile
 import json
 import statistics
 import time
@@ -84,6 +87,7 @@ def main():
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--no-annotate", action="store_true")
+    ap.add_argument("--profile", metavar="PREFIX")
     a = ap.parse_args()
     if a.no_annotate:
         global annotate
@@ -99,17 +103,25 @@ def main():
 
     if a.memory:
         tracemalloc.start()
+    profile = cProfile.Profile() if a.profile else None
     t, cpu = time.perf_counter(), time.process_time()
-    step()
+    if profile:
+        profile.runcall(step)
+        profile.dump_stats(f"{a.profile}.compile.prof")
+    else:
+        step()
     compile_s, compile_cpu_s = time.perf_counter() - t, time.process_time() - cpu
     peak = tracemalloc.get_traced_memory()[1] if a.memory else None
     if a.memory:
         tracemalloc.stop()
     steps = []
+    profile = cProfile.Profile() if a.profile else None
     for _ in range(a.steps):
         t = time.perf_counter()
-        step()
+        profile.runcall(step) if profile else step()
         steps.append(time.perf_counter() - t)
+    if profile:
+        profile.dump_stats(f"{a.profile}.steps.prof")
     print(json.dumps({"torch": torch.__version__, "annotate": annotate is not no_annotation,
                       "compile_s": compile_s, "compile_cpu_s": compile_cpu_s, "step_s": statistics.median(steps), "peak_trace_bytes": peak}))
 
