@@ -109,6 +109,32 @@ def _other_instance_of_graph_broken_block(diff, patched: dict, oracle: dict) -> 
     return True
 
 
+def _returns_view_of_mutated(features) -> bool:
+    """The program may return a view of an intermediate it mutated: the feature that writes one, or a mutation
+    through a view (inplace_view) followed by a chain of views of the result (view), the last block of a
+    generated program being what it returns. In an export graph upstream's torch._dynamo.disable marks
+    (UPSTREAM_ONLY) may sit on the same ops, so the row leaves them out before it compares."""
+    return "output_view_of_mutated" in features or {"inplace_view", "view"} <= set(features)
+
+
+def _op_name(target: str) -> str:
+    """"aten.view.default" for an observed target "<OpOverload(op='aten.view', overload='default')>"."""
+    import re
+
+    match = re.fullmatch(r"<OpOverload\(op='([^']+)', overload='([^']+)'\)>", target)
+    return f"{match[1]}.{match[2]}" if match else target
+
+
+# The view ops a regenerated output view is made of (the generator's views: reshape, slicing, select, t,
+# narrow, unsqueeze/squeeze, expand).
+_VIEW_OPS = frozenset({
+    "aten.view.default", "aten._unsafe_view.default", "aten.slice.Tensor", "aten.select.int",
+    "aten.permute.default", "aten.t.default", "aten.transpose.int", "aten.narrow.default",
+    "aten.unsqueeze.default", "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default",
+    "aten.expand.default", "aten.as_strided.default", "aten.alias.default",
+})
+
+
 # The backward of a view op: where local-view-grad-fn-rebuild gives the view's region and upstream the region of
 # the op that used the stale view next.
 _VIEW_BACKWARD_OPS = frozenset({
@@ -133,8 +159,8 @@ BEYOND_UPSTREAM = [
         "a view of a mutated intermediate that a function returns, regenerated from its base at the output "
         "(outside any op), carries the view's annotation, stack trace and seq_nr, as a view regenerated inside "
         "an op does; upstream leaves it without (no custom, stack trace or seq_nr)",
-        lambda d, p, o: ("output_view_of_mutated" in p["features"]
-                         and _only_annotates_what_upstream_leaves_bare(d))),
+        lambda d, p, o: (_returns_view_of_mutated(p["features"]) and _op_name(d.target) in _VIEW_OPS
+                         and _only_annotates_what_upstream_leaves_bare(d, strip_marks=True))),
     BeyondUpstream(
         "a stale view's rebuilt grad_fn: the view's region", "local-view-grad-fn-rebuild",
         "autograd rebuilds the grad_fn of a view a mutation made stale under the view's annotation, before the "
@@ -143,7 +169,7 @@ BEYOND_UPSTREAM = [
         "unannotated and gives the view's backward the op's region",
         lambda d, p, o: (d.family in ("aot_backward", "make_fx_joint")
                          and bool({"inplace_view", "output_view_of_mutated"} & set(p["features"]))
-                         and (_only_annotates_what_upstream_leaves_bare(d) or d.target in _VIEW_BACKWARD_OPS))),
+                         and (_only_annotates_what_upstream_leaves_bare(d) or _op_name(d.target) in _VIEW_BACKWARD_OPS))),
     BeyondUpstream(
         "non-strict export: custom without preserve_node_meta", "local-export-nonstrict-custom",
         "non-strict torch.export gives the nodes of an annotate() block their custom; upstream 2.13 only "
