@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz_documented import (BEYOND_UPSTREAM, RELEASE_CANNOT_RUN, RELEASE_TRACES_OTHERWISE,  # noqa: E402
+from fuzz_documented import (BEYOND_UPSTREAM, RELEASE_CANNOT_RUN, RELEASE_TRACES_OTHERWISE, op_name,  # noqa: E402
                              UPSTREAM_ONLY, UPSTREAM_REFUSES)
 
 IGNORED_TARGETS = {"aten.detach.default"}  # count and placement differ between releases (the oracle tests' rule)
@@ -81,7 +81,7 @@ def _ops_by_target(record: dict) -> dict:
     out = defaultdict(list)
     for graph in record["graphs"]:
         for sub, target, custom, backward, acc in graph["ops"]:
-            if target not in IGNORED_TARGETS:
+            if op_name(target) not in IGNORED_TARGETS:
                 out[(family(graph["graph"]), target)].append((custom, backward))
     return out
 

@@ -117,7 +117,7 @@ def _returns_view_of_mutated(features) -> bool:
     return "output_view_of_mutated" in features or {"inplace_view", "view"} <= set(features)
 
 
-def _op_name(target: str) -> str:
+def op_name(target: str) -> str:
     """"aten.view.default" for an observed target "<OpOverload(op='aten.view', overload='default')>"."""
     import re
 
@@ -159,7 +159,7 @@ BEYOND_UPSTREAM = [
         "a view of a mutated intermediate that a function returns, regenerated from its base at the output "
         "(outside any op), carries the view's annotation, stack trace and seq_nr, as a view regenerated inside "
         "an op does; upstream leaves it without (no custom, stack trace or seq_nr)",
-        lambda d, p, o: (_returns_view_of_mutated(p["features"]) and _op_name(d.target) in _VIEW_OPS
+        lambda d, p, o: (_returns_view_of_mutated(p["features"]) and op_name(d.target) in _VIEW_OPS
                          and _only_annotates_what_upstream_leaves_bare(d, strip_marks=True))),
     BeyondUpstream(
         "a stale view's rebuilt grad_fn: the view's region", "local-view-grad-fn-rebuild",
@@ -169,7 +169,7 @@ BEYOND_UPSTREAM = [
         "unannotated and gives the view's backward the op's region",
         lambda d, p, o: (d.family in ("aot_backward", "make_fx_joint")
                          and bool({"inplace_view", "output_view_of_mutated"} & set(p["features"]))
-                         and (_only_annotates_what_upstream_leaves_bare(d) or _op_name(d.target) in _VIEW_BACKWARD_OPS))),
+                         and (_only_annotates_what_upstream_leaves_bare(d) or op_name(d.target) in _VIEW_BACKWARD_OPS))),
     BeyondUpstream(
         "non-strict export: custom without preserve_node_meta", "local-export-nonstrict-custom",
         "non-strict torch.export gives the nodes of an annotate() block their custom; upstream 2.13 only "
