@@ -19,6 +19,7 @@ Every other difference is a defect of the series.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -119,8 +120,6 @@ def _returns_view_of_mutated(features) -> bool:
 
 def op_name(target: str) -> str:
     """"aten.view.default" for an observed target "<OpOverload(op='aten.view', overload='default')>"."""
-    import re
-
     match = re.fullmatch(r"<OpOverload\(op='([^']+)', overload='([^']+)'\)>", target)
     return f"{match[1]}.{match[2]}" if match else target
 
