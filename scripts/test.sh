@@ -1,22 +1,37 @@
 #!/usr/bin/env bash
 # Test command: makes sure the set-up is done (scripts/setup.sh) for the release under test, creates the
 # upstream oracle environment (.venv-oracle, torch 2.13.0+cpu), then runs the test suite on the patched torch.
-#   usage: scripts/test.sh [--torch VERSION] [pytest arguments]
+#   usage: scripts/test.sh [--torch VERSION] [--no-setup] [pytest arguments]
 # The test files run in parallel (pytest-xdist, a whole file per worker: a file's class fixtures are built
 # once); TEST_WORKERS sets the number of workers, default one per core and at most 4; 0 runs in one process.
-# The release is --torch, else $TORCH_VERSION, else 2.5.1 (as for scripts/setup.sh).
+# The release is --torch, else $TORCH_VERSION, else 2.5.1 (as for scripts/setup.sh). --no-setup: the caller ran
+# scripts/setup.sh for that release already (.ci/run, which downloads the next release once this one is set up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage="usage: scripts/test.sh [--torch VERSION] [--no-setup] [pytest arguments]"
 torch_version="${TORCH_VERSION:-2.5.1}"
-if [ "${1:-}" = "--torch" ]; then
-  [ $# -ge 2 ] || { echo "usage: scripts/test.sh [--torch VERSION] [pytest arguments]" >&2; exit 2; }
-  torch_version="$2"; shift 2
-fi
+setup=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --torch) [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }; torch_version="$2"; shift 2 ;;
+    --no-setup) setup=; shift ;;
+    *) break ;;
+  esac
+done
 
 mkdir -p build
-bash scripts/setup.sh --torch "$torch_version" > build/setup.log 2>&1 || { cat build/setup.log; exit 1; }
-tail -n 1 build/setup.log
+if [ -n "$setup" ]; then
+  bash scripts/setup.sh --torch "$torch_version" > build/setup.log 2>&1 || { cat build/setup.log; exit 1; }
+  tail -n 1 build/setup.log
+else
+  installed=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true)
+  if [ "$installed" != "$torch_version" ]; then
+    echo "scripts/test.sh --no-setup: .venv holds torch ${installed:-none}, not $torch_version; nothing was run." \
+         "Run scripts/setup.sh --torch $torch_version first, or leave out --no-setup." >&2
+    exit 2
+  fi
+fi
 if ! .venv-oracle/bin/python -c 'import torch' 2>/dev/null; then
   echo "== creating .venv-oracle (torch 2.13.0+cpu, the upstream oracle)"
   python3 -m venv .venv-oracle

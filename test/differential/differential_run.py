@@ -31,6 +31,9 @@ def run_sides(programs: list[str]) -> tuple[dict, dict, float]:
     shutil.rmtree(WORK, ignore_errors=True)
     (WORK / "pristine").mkdir(parents=True)
     pristine = observe(pristine_python(WORK / "pristine"), programs, WORK / "pristine.json")
+    # The scratch copy hard-links .venv's torch (about 1.2 GB): left here, it would keep this release's files on
+    # disk after .venv moves to another release (CI's next step). The observations stay in the JSON files.
+    shutil.rmtree(WORK / "pristine")
     patched = observe(PATCHED_PYTHON, programs, WORK / "patched.json")
     return pristine, patched, time.monotonic() - start
 
