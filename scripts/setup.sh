@@ -52,13 +52,14 @@ if [ "$installed" != "$torch_version" ]; then
   # release are never on disk whole side by side (that peak, about 3 GB above the installed release, ran a CI
   # machine out of disk). Then torch and the rest, resolved against what is installed: pip checks every
   # dependency there.
+  rm "$downloads.done"  # from here the downloads are incomplete: a set-up interrupted below downloads again
   find "$downloads" -name '*.whl' ! -name 'torch-*' -size +50M | sort | while read -r wheel; do
     .venv/bin/pip install -q --no-deps --no-index "$wheel"
     rm "$wheel"
   done
   PIP_CONSTRAINT=/dev/null .venv/bin/pip install -q --no-index --find-links "$downloads" "torch===$torch_version" numpy pytest expecttest
   mkdir -p build/wheels && mv "$downloads"/torch-"$torch_version"*.whl build/wheels/  # the tests read it
-  rm -rf "$downloads" "$downloads.done"
+  rm -rf "$downloads"
 fi
 # pytest-xdist: scripts/test.sh runs the test files in parallel workers, one per core (at most 4)
 .venv/bin/pip install -q pytest expecttest pytest-xdist==3.8.0
