@@ -16,6 +16,8 @@ from .errors import OverlayError
 
 PATCHES_ENV = "TORCH_OVERLAY_PATCHES"
 DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Applied-Upstream", "Patch-Name")
+# Optional: the patches a pull request of the series sits on (torch_overlay/stacks.py reads and checks it).
+OPTIONAL_FIELDS = ("Stack",)
 
 
 def default_patches_root() -> Path:
@@ -156,7 +158,7 @@ def parse_patch(path: Path) -> Patch:
     fields = {}
     for line in head.splitlines():
         key, colon, value = line.partition(": ")
-        if colon and key in DEP3_FIELDS:
+        if colon and key in DEP3_FIELDS + OPTIONAL_FIELDS:
             fields[key] = value.strip()
     missing = [k for k in DEP3_FIELDS[:4] if k not in fields]
     if missing:

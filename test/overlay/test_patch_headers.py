@@ -10,6 +10,7 @@
 - ``Applied-Upstream``: ``no``, or the first upstream release with the change, a release of a minor this
   project supports (its release table row).
 - ``Bug`` (optional): an upstream issue URL.
+- ``Stack`` (optional): the patches of the series the pull request sits on (test_stacks.py checks the line).
 - ``From``: the project's identity, whoever's machine made the commit (``torch-overlay refresh`` writes the
   workspace commit's author there; a contributor's git defaults must not end up in the series).
 """
@@ -51,7 +52,7 @@ def test_header(path):
     name = path.name.removesuffix(".patch")
     assert fields.get("Patch-Name") == name
     assert set(fields) <= {"Description", "Origin", "Forwarded", "Applied-Upstream", "Patch-Name", "Bug",
-                           "Local-Changes"}, sorted(fields)
+                           "Local-Changes", "Stack"}, sorted(fields)
     origin, forwarded, applied = fields["Origin"], fields["Forwarded"], fields["Applied-Upstream"]
     kind = origin.split(",", 1)[0]
     pulls = re.findall(PULL, origin)
