@@ -41,8 +41,8 @@ VIEW_GRAD_FN = "test/functorch/test_aot_view_grad_fn_rebuild.py"
 class Mutation:
     name: str
     path: str      # torch file, relative to site-packages
-    old: str       # exact text in the patched file (must occur once)
-    new: str
+    old: str | tuple  # exact text in the patched file (must occur once); a tuple: the release's form is one of them
+    new: str | tuple  # with a tuple ``old``, the replacement of each form
     tests: list    # pytest paths that must catch it
 
 
@@ -138,8 +138,11 @@ MUTATIONS = [
              "        _sync_under_annotated_view_node(t)\n", "        torch._sync(t)\n", [OUTPUT_VIEWS]),
     Mutation("an output view regenerated outside preserve_node_meta() gets no node meta",
              "torch/_functorch/_aot_autograd/functional_utils.py",
-             "    with fx_traceback.preserve_node_meta(), fx_traceback.set_current_replay_node(traced.proxy.node):\n",
-             "    with fx_traceback.set_current_replay_node(traced.proxy.node):\n", [OUTPUT_VIEWS]),
+             ("    with fx_traceback.preserve_node_meta(), fx_traceback.set_current_replay_node(traced.proxy.node):\n",
+              # 2.15.0, at upstream's 88 columns
+              "    with (\n        fx_traceback.preserve_node_meta(),\n        fx_traceback.set_current_replay_node"),
+             ("    with fx_traceback.set_current_replay_node(traced.proxy.node):\n",
+              "    with (\n        fx_traceback.set_current_replay_node"), [OUTPUT_VIEWS]),
     Mutation("a stale view's grad_fn is rebuilt under the current annotation, not the view's",
              "torch/fx/experimental/proxy_tensor.py",
              "        with fx_traceback._annotation_of(node):\n", "        if True:\n", [VIEW_GRAD_FN]),
@@ -190,11 +193,13 @@ def main():
         for m in mutations:
             target = scratch.site / m.path
             original = target.read_text()
-            if original.count(m.old) != 1:
+            forms = [(o, n) for o, n in (zip(m.old, m.new) if isinstance(m.old, tuple) else [(m.old, m.new)])
+                     if original.count(o) == 1]
+            if len(forms) != 1:
                 stale.append(m.name)
                 print(f"STALE     {m.name}: the text to mutate is not in {m.path} exactly once", flush=True)
                 continue
-            write_source(target, original.replace(m.old, m.new))
+            write_source(target, original.replace(*forms[0]))
             start = time.monotonic()
             try:
                 rc, last_line = run_tests(scratch, m.tests)

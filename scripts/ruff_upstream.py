@@ -1,16 +1,19 @@
 """ruff at PyTorch's settings (scripts/ruff-upstream.toml) on what a release's series changes.
 
 Upstream's own files are not all clean under today's ruff, so a changed file is judged by what the series adds:
-ruff runs on the release's file and on the patched one, and a finding (rule and message) that only the patched
-file has is the series'. One exception: an import of the release that the series leaves unused (F401) stays, as
-the module's names must stay the release's (a patched torch differs from the release only by annotation tracing);
-the upstream pull request drops it. The files a series adds (its tests under test/) must have no finding at all.
+ruff runs on the release's file and on the patched one, and a finding is the series' when it is on a line the
+series adds or changes, or when it is new to the file (an import of the release that the series leaves unused,
+F401, is reported on the release's line: the pull request drops the import). Line length is upstream's 88
+columns (its ruff `line-length`, the width its formatter holds torch/ code to), for the lines the series adds;
+the release's own longer lines are left alone. The files a series adds (its tests under test/) must have no
+finding at all.
   usage: .venv/bin/python scripts/ruff_upstream.py [--release R]   (default 2.15.0; needs ruff: pip install ruff)
-Exit status 0 when the series adds no finding, 1 otherwise (each one printed).
+Exit status 0 when the series adds no finding, 1 otherwise (each one printed, with its line).
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import shutil
 import subprocess
@@ -27,8 +30,11 @@ from torch_overlay.series import load_series  # noqa: E402
 CONFIG = REPO / "scripts" / "ruff-upstream.toml"
 
 
-def ruff_findings(root: Path, files: list[str]) -> dict[str, Counter]:
-    """File -> Counter of (rule, message) that ruff reports in it."""
+Finding = tuple[int, str, str]  # (line, rule, message)
+
+
+def ruff_findings(root: Path, files: list[str]) -> dict[str, list[Finding]]:
+    """File -> the findings ruff reports in it."""
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     if ruff is None:
         sys.exit("ruff is not installed: .venv/bin/pip install ruff")
@@ -36,29 +42,32 @@ def ruff_findings(root: Path, files: list[str]) -> dict[str, Counter]:
                            *files], cwd=root, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         sys.exit(f"ruff failed ({proc.returncode}):\n{proc.stderr}")
-    findings: dict[str, Counter] = {f: Counter() for f in files}
+    findings: dict[str, list[Finding]] = {f: [] for f in files}
     for item in json.loads(proc.stdout or "[]"):
         path = Path(item["filename"]).resolve().relative_to(root.resolve()).as_posix()
-        findings[path][(item["code"], item["message"])] += 1
+        findings[path].append((item["location"]["row"], item["code"], item["message"]))
     return findings
 
 
-def _top_level_imports(source: str) -> set[str]:
-    """Names a module binds with its top-level import statements."""
-    import ast
-
-    names = set()
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-    return names
+def added_lines(before: str, after: str) -> set[int]:
+    """The 1-based numbers of the lines of ``after`` that are not lines of ``before`` (added or changed)."""
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    return {j + 1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert")
+            for j in range(j1, j2)}
 
 
-def _kept_release_import(finding: tuple[str, str], release_imports: set[str]) -> bool:
-    """An unused-import finding (F401) on an import the release itself has."""
-    code, message = finding
-    name = message.split("`")[1].split(".")[0] if message.count("`") >= 2 else ""
-    return code == "F401" and name in release_imports
+def series_findings(before: list[Finding], after: list[Finding], added: set[int]) -> list[Finding]:
+    """The findings of the patched file that are the series': on a line it adds, or new to the file."""
+    old = Counter((code, message) for _, code, message in before)
+    mine = []
+    for line, code, message in sorted(after):
+        if line in added:
+            mine.append((line, code, message))
+        elif old[(code, message)]:
+            old[(code, message)] -= 1
+        else:
+            mine.append((line, code, message))
+    return mine
 
 
 def tree_of(dest: Path, files: dict[str, bytes]) -> Path:
@@ -87,11 +96,12 @@ def new_findings(release: str, wheel: Path) -> list[str]:
         after = ruff_findings(after_root, changed + added + tests)
     problems = []
     for path in changed + added + tests:
-        extra = after[path] - before.get(path, Counter())
         if path in changed:
-            release_imports = _top_level_imports(read(path).decode())
-            extra = Counter({k: n for k, n in extra.items() if not _kept_release_import(k, release_imports)})
-        problems += [f"{path}: {code} {message}" for (code, message), n in sorted(extra.items()) for _ in range(n)]
+            lines = added_lines(read(path).decode(), patched[path].decode())
+            found = series_findings(before[path], after[path], lines)
+        else:
+            found = sorted(after[path])
+        problems += [f"{path}:{line}: {code} {message}" for line, code, message in found]
     return problems
 
 
