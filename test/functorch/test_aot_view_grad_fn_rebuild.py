@@ -10,7 +10,6 @@ annotation: each backward node carries the region of the forward op it different
 import os
 import sys
 import warnings
-from unittest import mock
 
 import torch
 from torch import nn
@@ -136,17 +135,17 @@ class TestStaleViewGradFnRebuilt(TestCase):
     def test_stale_view_used_after_its_block_dynamo(self):
         self.check_stale_view_used_after_its_block(compile_with_dynamo)
 
-    def test_arguments_are_scanned_only_once_the_trace_has_seen_an_annotation(self):
-        """A program that annotates nothing pays no per-op scan of its arguments; one that does is scanned."""
-        from torch.fx.experimental import proxy_tensor
-
-        scan = proxy_tensor._rebuild_stale_view_grad_fns
-        for module, scanned in ((UnannotatedUseOfStaleView(), False), (UseOfStaleView(), True)):
-            with self.subTest(type(module).__name__), \
-                    mock.patch.object(proxy_tensor, "_rebuild_stale_view_grad_fns", wraps=scan) as spy:
-                record(module, aot_function)
-                self.assertEqual(spy.called, scanned)
-
+    def test_a_program_that_annotates_nothing_is_numbered_as_the_release_does(self):
+        """Without an annotation the grad_fn is rebuilt where autograd rebuilds it: sin's forward node takes the
+        rebuilt Node's number, as slice_backward does, and sin's own backward (cos) pairs with no forward node."""
+        fw, bw = record(UnannotatedUseOfStaleView(), aot_function)
+        (sin,) = [n for _, n in call_function_nodes(fw) if n.target == torch.ops.aten.sin.default]
+        (slice_backward,) = backward_nodes(bw, torch.ops.aten.slice_backward.default)
+        self.assertEqual(slice_backward.meta["seq_nr"], sin.meta["seq_nr"])
+        (cos,) = backward_nodes(bw, torch.ops.aten.cos.default)
+        self.assertNotIn(cos.meta["seq_nr"], {n.meta.get("seq_nr") for _, n in call_function_nodes(fw)})
+        for _, node in call_function_nodes(bw):
+            self.assertIsNone(node.meta.get("custom"), node.name)
 
 if __name__ == "__main__":
     run_tests()
