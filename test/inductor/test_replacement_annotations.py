@@ -77,7 +77,8 @@ class TestReplacementAnnotations(TestCase):
         # nodes it inserts compute the sub's value, so they are "attention".
         nodes = self.post_grad_nodes(TwoRegions())
         amax = [custom for target, custom in nodes if target == "aten.amax.default"]
-        self.assertEqual(amax, [{"region": "attention"}])
+        self.assertTrue(amax)
+        self.assertEqual([custom for custom in amax if custom != {"region": "attention"}], [])
 
     def test_unannotated_graphs_get_no_annotation(self):
         nodes = self.post_grad_nodes(TwoRegions(annotated=False))
