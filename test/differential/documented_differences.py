@@ -25,7 +25,8 @@ def release_tuple(release: str) -> tuple[float, ...]:
     return tuple(int(x) for x in release.split("+")[0].split(".")[:3])
 
 
-BACKWARD_GRAPHS = {"aot_backward"}
+# Backward graphs as AOT autograd hands them to its compiler, and as Inductor has them after its post-grad passes.
+BACKWARD_GRAPHS = {"aot_backward", "inductor_post_grad_backward"}
 
 
 @dataclass(frozen=True)
@@ -108,10 +109,11 @@ DOCUMENTED = [
         "fwd_nn_module_stack, fwd_source_fn_stack",
         "copied onto backward nodes before dead-code elimination and by the partitioner's backward tag, so "
         "more backward nodes (functional ops, nodes of HOP subgraphs) carry their forward op's module stack; "
-        "gradient-accumulation nodes no longer get one (pristine gave them that of an unrelated forward op)",
+        "gradient-accumulation nodes no longer get one (pristine gave them that of an unrelated forward op); "
+        "also a backward node the partitioner moves into the forward graph (Inductor's min-cut partition)",
         "164174, 165202", "164174-fwd-bw-custom, 165202-fwd-bw-subgraphs", "2.10.0",
         lambda d: (d.what == "meta" and d.key in ("fwd_nn_module_stack", "fwd_source_fn_stack")
-                   and d.graph in BACKWARD_GRAPHS
+                   and (d.graph in BACKWARD_GRAPHS or d.patched_meta.get("partitioner_tag") == "is_backward")
                    and (d.pristine is None or (d.patched is None and d.patched_meta.get("is_gradient_acc") == "True"))),
         "compile_mlp"),
     Documented(
@@ -230,6 +232,9 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._annotation_of": ("local-view-grad-fn-rebuild",),
     "torch.fx.experimental.proxy_tensor._rebuild_stale_view_grad_fns": ("local-view-grad-fn-rebuild",),
+    "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
+    "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
+    "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),
 }
 
 DOCUMENTED.append(Documented(

@@ -235,6 +235,34 @@ def compile_inductor(obs):
     _train_step(obs, "step", model, compiled, torch.randn(3, 8))
 
 
+class ScaledSoftmax(nn.Module):
+    """Scaled attention scores: Inductor's joint-graph pattern rewrites scale(x) - scale(x).amax()."""
+
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(8, 8)
+        self.k = nn.Linear(8, 8)
+
+    def forward(self, x):
+        scores = self.q(x) @ self.k(x).transpose(-1, -2) * 0.25
+        return (torch.softmax(scores, dim=-1) @ x).sum()
+
+
+@program()
+def compile_inductor_pattern_replacement(obs):
+    """A pattern replacement (the softmax rewrite) in the post-grad graphs, recorded node by node."""
+    from torch._inductor import config as inductor_config
+
+    def record(graph):
+        backward = any(n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes)
+        obs.graph("inductor_post_grad_backward" if backward else "inductor_post_grad_forward", graph.owning_module)
+
+    model = ScaledSoftmax()
+    with inductor_config.patch(post_grad_custom_post_pass=record):
+        compiled = torch.compile(model, backend="inductor")
+        _train_step(obs, "step", model, compiled, torch.randn(2, 4, 8))
+
+
 # --- activation checkpointing -----------------------------------------------------------------------------
 
 class Checkpointed(nn.Module):
