@@ -190,7 +190,8 @@ BEYOND_UPSTREAM = [
         "post-grad nodes of a pattern replacement: annotated", "local-inductor-replacement-annotation",
         "the nodes Inductor's pattern matcher inserts for a match (the softmax rewrite's amax, sub, mul) take "
         "custom, seq_nr and autograd_backward from the match's output node, only where a matched node is "
-        "annotated; upstream leaves them without custom. The fuzzer compares AOT graphs, which Inductor has "
+        "annotated; upstream gives them no custom before 2.14, and from 2.14 the replaced output's custom but "
+        "no seq_nr or autograd_backward. The fuzzer compares AOT graphs, which Inductor has "
         "not rewritten yet, so this row explains nothing here: test/inductor/test_replacement_annotations.py "
         "checks it",
         lambda d, p, o: False),

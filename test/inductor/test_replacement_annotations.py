@@ -48,14 +48,18 @@ class TestReplacementAnnotations(TestCase):
         torch._dynamo.reset()
         super().tearDown()
 
-    def post_grad_nodes(self, model):
-        """(target, custom) of every call_function node of the post-grad forward
-        and backward graphs Inductor compiles for a training step of model."""
+    def post_grad_nodes(self, model, keys=("custom",)):
+        """(target, *meta values of keys) of every call_function node of the
+        post-grad forward and backward graphs Inductor compiles for a training
+        step of model; the key "backward" says whether the node's graph is the
+        backward graph."""
         nodes = []
 
         def record(graph):
+            backward = any(n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes)
+            meta = {"backward": backward}
             nodes.extend(
-                (str(n.target), n.meta.get("custom"))
+                (str(n.target), *(meta[k] if k in meta else n.meta.get(k) for k in keys))
                 for n in graph.nodes
                 if n.op == "call_function"
             )
@@ -79,6 +83,15 @@ class TestReplacementAnnotations(TestCase):
         amax = [custom for target, custom in nodes if target == "aten.amax.default"]
         self.assertTrue(amax)
         self.assertEqual([custom for custom in amax if custom != {"region": "attention"}], [])
+
+    def test_every_post_grad_node_keeps_its_seq_nr_and_autograd_backward(self):
+        # The nodes a pattern inserts pair with the forward op by seq_nr, and
+        # those of the backward graph say they run in the backward, as every
+        # other node of an annotated program does.
+        nodes = self.post_grad_nodes(TwoRegions(), keys=("seq_nr", "backward", "autograd_backward"))
+        self.assertTrue(any(target == "aten.amax.default" for target, *_ in nodes))
+        self.assertEqual([n for n in nodes if n[1] is None], [])
+        self.assertEqual([n for n in nodes if n[2] and n[3] is not True], [])
 
     def test_unannotated_graphs_get_no_annotation(self):
         nodes = self.post_grad_nodes(TwoRegions(annotated=False))
