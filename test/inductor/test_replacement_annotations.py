@@ -40,47 +40,49 @@ class TwoRegions(torch.nn.Module):
 
 
 class TestReplacementAnnotations(TestCase):
-    def setUp(self):
-        super().setUp()
-        torch._dynamo.reset()
+    KEYS = ("custom", "seq_nr", "backward", "autograd_backward")
 
-    def tearDown(self):
-        torch._dynamo.reset()
-        super().tearDown()
+    @classmethod
+    def setUpClass(cls):
+        # One training step per model, compiled once for every test (C++ builds are slow on CI).
+        super().setUpClass()
+        cls.annotated = cls.post_grad_nodes(TwoRegions())
+        cls.unannotated = cls.post_grad_nodes(TwoRegions(annotated=False))
 
-    def post_grad_nodes(self, model, keys=("custom",)):
-        """(target, *meta values of keys) of every call_function node of the
-        post-grad forward and backward graphs Inductor compiles for a training
-        step of model; the key "backward" says whether the node's graph is the
+    @classmethod
+    def post_grad_nodes(cls, model):
+        """A dict per call_function node of the post-grad forward and backward graphs
+        Inductor compiles for a training step of model: its target, the meta values
+        of custom, seq_nr and autograd_backward, and whether its graph is the
         backward graph."""
         nodes = []
 
         def record(graph):
             backward = any(n.op == "placeholder" and n.name.startswith("tangents") for n in graph.nodes)
-            meta = {"backward": backward}
             nodes.extend(
-                (str(n.target), *(meta[k] if k in meta else n.meta.get(k) for k in keys))
+                {"target": str(n.target), "backward": backward,
+                 **{k: n.meta.get(k) for k in ("custom", "seq_nr", "autograd_backward")}}
                 for n in graph.nodes
                 if n.op == "call_function"
             )
 
+        torch._dynamo.reset()
         torch.manual_seed(0)
         x = torch.randn(2, 8, 16)
         with inductor_config.patch(post_grad_custom_post_pass=record, fx_graph_cache=False):
             torch.compile(model, backend="inductor")(x).sum().backward()
+        torch._dynamo.reset()
         return nodes
 
     def test_every_post_grad_node_keeps_its_region(self):
-        nodes = self.post_grad_nodes(TwoRegions())
-        self.assertTrue(any(target == "aten.amax.default" for target, _ in nodes))
-        self.assertEqual([n for n in nodes if n[1] is None], [])
+        self.assertIn("aten.amax.default", [n["target"] for n in self.annotated])
+        self.assertEqual([n for n in self.annotated if n["custom"] is None], [])
 
     def test_a_match_across_regions_takes_the_region_of_its_output(self):
         # The joint-graph rewrite of scale(x) - scale(x).amax() matches the
         # scaling mul of "scale" and the amax and sub of "attention"; the
         # nodes it inserts compute the sub's value, so they are "attention".
-        nodes = self.post_grad_nodes(TwoRegions())
-        amax = [custom for target, custom in nodes if target == "aten.amax.default"]
+        amax = [n["custom"] for n in self.annotated if n["target"] == "aten.amax.default"]
         self.assertTrue(amax)
         self.assertEqual([custom for custom in amax if custom != {"region": "attention"}], [])
 
@@ -88,15 +90,12 @@ class TestReplacementAnnotations(TestCase):
         # The nodes a pattern inserts pair with the forward op by seq_nr, and
         # those of the backward graph say they run in the backward, as every
         # other node of an annotated program does.
-        nodes = self.post_grad_nodes(TwoRegions(), keys=("seq_nr", "backward", "autograd_backward"))
-        self.assertTrue(any(target == "aten.amax.default" for target, *_ in nodes))
-        self.assertEqual([n for n in nodes if n[1] is None], [])
-        self.assertEqual([n for n in nodes if n[2] and n[3] is not True], [])
+        self.assertEqual([n for n in self.annotated if n["seq_nr"] is None], [])
+        self.assertEqual([n for n in self.annotated if n["backward"] and n["autograd_backward"] is not True], [])
 
     def test_unannotated_graphs_get_no_annotation(self):
-        nodes = self.post_grad_nodes(TwoRegions(annotated=False))
-        self.assertTrue(any(target == "aten.amax.default" for target, _ in nodes))
-        self.assertEqual([n for n in nodes if n[1] is not None], [])
+        self.assertIn("aten.amax.default", [n["target"] for n in self.unannotated])
+        self.assertEqual([n for n in self.unannotated if n["custom"] is not None], [])
 
 
 if __name__ == "__main__":
