@@ -22,7 +22,7 @@ setup(
     name="torch-overlay",
     version="0.1.0",
     description=__doc__,
-    packages=["torch_overlay"],
+    packages=["torch_overlay", "torch_overlay.report"],
     python_requires=">=3.9",
     entry_points={"console_scripts": ["torch-overlay=torch_overlay.cli:main"]},
     cmdclass={"build_py": BuildPyWithPatches},

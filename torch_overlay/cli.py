@@ -61,7 +61,7 @@ def _cmd_demo(args) -> str:
 
 
 def _cmd_report(args) -> str:
-    from .report import main
+    from .report.command import main
     return main(args)
 
 

@@ -85,7 +85,7 @@ def test_an_op_traced_between_ops_is_named_by_its_target():
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from torch_overlay.graph_table import meta_rows
-    from torch_overlay.report_capture import snapshot_ops
+    from torch_overlay.report.capture import snapshot_ops
 
     with fx_traceback.preserve_node_meta():
         gm = make_fx(lambda x: (x.sin(), x.shape[0] * 2), tracing_mode="symbolic")(torch.randn(3))
@@ -297,9 +297,9 @@ def test_page_screenshot(mixed, dom):
 def test_coverage_marks_regions_torch_reads():
     """The coverage table says which regions regional Inductor compiles (compile_with_inductor, with its
     inductor_configs) and which carry an activation memory budget (_region_activation_memory_budget)."""
-    from torch_overlay.report_capture import CapturedGraph, CapturedOp
-    from torch_overlay.report_html import render
-    from torch_overlay.report_model import build_report
+    from torch_overlay.report.capture import CapturedGraph, CapturedOp
+    from torch_overlay.report.html import render
+    from torch_overlay.report.model import build_report
 
     inductor = {"compile_with_inductor": {"inductor_configs": {"max_autotune": True}}}
     budget = {"_region_activation_memory_budget": 0.5}

@@ -2,8 +2,8 @@
 
 Runs the script unchanged in this interpreter (as ``python SCRIPT.py args...`` would:
 ``__main__``, ``sys.argv``, the script's folder first on ``sys.path``), captures
-every graph torch.compile hands to AOTAutograd (report_capture.py), and writes one
-self-contained HTML page (report_html.py). Under torchrun each rank writes its own
+every graph torch.compile hands to AOTAutograd (capture.py), and writes one
+self-contained HTML page (html.py). Under torchrun each rank writes its own
 page, ``report.rank<N>.html``. A line on stderr per captured graph shows progress
 through long compiles.
 """
@@ -14,7 +14,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from .errors import OverlayError, check_output_location
+from ..errors import OverlayError, check_output_location
 
 def split_trailing_options(script_args: list, output: str, fail_on_unannotated: bool):
     """(script args, output, fail_on_unannotated) with the report's own options peeled off
@@ -73,9 +73,9 @@ def run_script(script: Path, args: list) -> int:
 
 
 def main(args) -> str:
-    from .report_capture import GraphCapture
-    from .report_html import render
-    from .report_model import build_report
+    from .capture import GraphCapture
+    from .html import render
+    from .model import build_report
 
     script_args, output, fail_on_unannotated = split_trailing_options(
         args.args, args.output, args.fail_on_unannotated)

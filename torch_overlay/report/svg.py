@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from .report_model import FORWARD_KINDS, NO_REGION, Report, region_of
+from .model import FORWARD_KINDS, NO_REGION, Report, region_of
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7")
 NO_REGION_COLOUR = "#bbbbbb"

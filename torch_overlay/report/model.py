@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .report_capture import CapturedGraph, CapturedOp
+from .capture import CapturedGraph, CapturedOp
 
 NO_REGION = "(no annotation)"
 FORWARD_KINDS = ("forward", "inference")

@@ -8,15 +8,15 @@ one with an activation memory budget), ``#unannotated``
 ``table.backward-ops``), ``tr.op`` rows with ``id="op-<graph>-<op>"``, backward rows
 linking to their forward row with ``a.forward-link``, ``tr.unannotated`` and
 ``tr.gradient-accumulation`` for highlighted rows, ``section.dynamo-graph``; ``#region-maps`` holds the
-pictures of report_svg.
+pictures of svg.py.
 """
 from __future__ import annotations
 
 import html
 import re
 
-from .report_model import COMPILE_WITH_INDUCTOR, MEMORY_BUDGET, Report
-from .report_svg import region_maps
+from .model import COMPILE_WITH_INDUCTOR, MEMORY_BUDGET, Report
+from .svg import region_maps
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }

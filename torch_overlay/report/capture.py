@@ -68,7 +68,7 @@ def _target_name(node) -> str:
 
 def snapshot_ops(gm) -> list:
     """The rows of ``gm`` and of every GraphModule nested in it, in graph order."""
-    from .graph_table import graph_modules
+    from ..graph_table import graph_modules
 
     ops = []
     for subgraph, module in graph_modules(gm):
