@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import OverlayError
+from .install_steps import DEVELOP_KEY, install, recover_interrupted, revert_files
 from .installation import DIFFERS, MISSING, NOT_IN_RELEASE, TorchInstallation
 from .live_processes import refuse_while_loaded
 from .port import PRISTINE_TAG
@@ -29,7 +30,6 @@ from .record import record_hash
 from .source_tree import CHECKOUT_MARKERS, CONFIG_BASE, CONFIG_VERSION, git, git_out, release_of_version_txt
 from .transaction import exclusive_lock
 
-DEVELOP_KEY = "develop"  # in applied.json: where the links point (see develop_state)
 UNCHANGED = "nothing was changed"
 
 
@@ -177,33 +177,19 @@ def develop_state(co: SeriesCheckout) -> dict:
     }
 
 
-def link_problems(inst: TorchInstallation, state: dict) -> dict[str, str]:
-    """{path: what is wrong} for the links develop made that are no longer links to their checkout file."""
-    out = {}
-    for path, target in state[DEVELOP_KEY]["links"].items():
-        f = inst.site / path
-        if not f.is_symlink() or os.readlink(f) != target:
-            out[path] = f"no longer the link to {target}"
-        elif not f.exists():
-            out[path] = f"links to {target}, which is gone"
-    return out
-
-
 def develop(checkout: Path, force: bool = False) -> str:
-    from .inplace import _install, _recover, _revert_locked
-
     co = inspect_series_checkout(checkout.resolve())
     inst = TorchInstallation.of_running_interpreter()
     with exclusive_lock(inst.dist_info):
-        messages = [m for m in [_recover(inst)] if m]
+        messages = [m for m in [recover_interrupted(inst)] if m]
         applied = inst.applied_state()
         _refuse_other_release(co, inst, applied)
         _refuse_unfit_targets(inst, applied, co)
         refuse_while_loaded(inst.site / "torch", "torch-overlay develop", force)
         if applied:  # the release's files first: the links replace them, and revert brings them back
-            messages.append(_revert_locked(inst, applied))
+            messages.append(revert_files(inst, applied))
         shown = {p: (co.top / p).read_bytes() for p in co.linked}
-        _install(inst, develop_state(co), shown, links={p: co.top / p for p in co.linked})
+        install(inst, develop_state(co), shown, links={p: co.top / p for p in co.linked})
     where = co.branch and f"branch {co.branch}" or f"detached HEAD {co.head[:12]}"
     messages.append(
         f"develop: torch {inst.version} at {inst.site / 'torch'} now runs {len(co.linked)} Python file(s) of "
