@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import OverlayError
-from .install_steps import DEVELOP_KEY, install, recover_interrupted, revert_files
+from .install_steps import DEVELOP_KEY, install, recover_interrupted, revert_files, told_after
 from .installation import DIFFERS, MISSING, NOT_IN_RELEASE, TorchInstallation
-from .live_processes import refuse_while_loaded
+from .live_processes import guard_while_loaded
 from .port import PRISTINE_TAG
 from .record import record_hash
 from .source_tree import CHECKOUT_MARKERS, CONFIG_BASE, CONFIG_VERSION, git, git_out, release_of_version_txt
@@ -185,11 +185,13 @@ def develop(checkout: Path, force: bool = False) -> str:
         applied = inst.applied_state()
         _refuse_other_release(co, inst, applied)
         _refuse_unfit_targets(inst, applied, co)
-        refuse_while_loaded(inst.site / "torch", "torch-overlay develop", force)
-        if applied:  # the release's files first: the links replace them, and revert brings them back
-            messages.append(revert_files(inst, applied))
-        shown = {p: (co.top / p).read_bytes() for p in co.linked}
-        install(inst, develop_state(co), shown, links={p: co.top / p for p in co.linked})
+        check = guard_while_loaded(inst.site / "torch", "torch-overlay develop", force)
+        # the release's files first: the links replace them, and revert brings them back
+        reverted = revert_files(inst, applied, check) if applied else None
+        with told_after(reverted):
+            shown = {p: (co.top / p).read_bytes() for p in co.linked}
+            install(inst, develop_state(co), shown, links={p: co.top / p for p in co.linked}, barrier_check=check)
+        messages += [reverted] if reverted else []
     where = co.branch and f"branch {co.branch}" or f"detached HEAD {co.head[:12]}"
     messages.append(
         f"develop: torch {inst.version} at {inst.site / 'torch'} now runs {len(co.linked)} Python file(s) of "

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from .behaviours import behaviours
 from .build import build_patched
 from .errors import OverlayError
-from .install_steps import DEVELOP_KEY, install, link_problems, recover_interrupted, revert_files, state_files
+from .install_steps import (DEVELOP_KEY, install, link_problems, recover_interrupted, revert_files, state_files,
+                            told_after)
 from .installation import DIFFERS, MISSING, NOT_IN_RELEASE, TorchInstallation
-from .live_processes import refuse_while_loaded
+from .live_processes import guard_while_loaded
 from .record import Record
 from .series import Series, load_series
 from .transaction import exclusive_lock, failpoint
@@ -216,22 +217,24 @@ def apply(force: bool = False) -> str:
     with exclusive_lock(inst.dist_info):
         messages = [m for m in [recover_interrupted(inst)] if m]
         applied = inst.applied_state()
+        check = None
         if series.patches or applied:
-            refuse_while_loaded(inst.site / "torch", "torch-overlay apply", force)
+            check = guard_while_loaded(inst.site / "torch", "torch-overlay apply", force)
         if not series.patches:  # every behaviour is native to this release
             if applied:
-                messages.append(revert_files(inst, applied))
+                messages.append(revert_files(inst, applied, check))
             return "\n".join(messages + [f"torch {series.version} needs nothing: every behaviour of the overlay is "
                                          "native to this release ('torch-overlay status' lists them)"])
         if applied and applied["series_digest"] == series.digest:
             return "\n".join(messages + [f"already applied: the torch {series.version} series "
                                          f"({series.label}) is in place; nothing to do"])
-        if applied:  # an older series: back to the release first, then the current series
-            messages.append(revert_files(inst, applied))
-        forced = _refuse_unfit(inst, series, force)
-        patched = build_patched(series, lambda p: (inst.site / p).read_bytes())
-        failpoint("built")
-        install(inst, series_state(series, forced), patched)
+        reverted = revert_files(inst, applied, check) if applied else None  # an older series: the release first
+        with told_after(reverted):
+            forced = _refuse_unfit(inst, series, force)
+            patched = build_patched(series, lambda p: (inst.site / p).read_bytes())
+            failpoint("built")
+            install(inst, series_state(series, forced), patched, barrier_check=check)
+        messages += [reverted] if reverted else []
         messages.append(f"applied the torch {series.version} series ({series.label}): "
                         + ", ".join(p.name for p in series.patches))
         return "\n".join(messages)
@@ -264,8 +267,8 @@ def revert(force: bool = False) -> str:
         state = inst.applied_state()
         if not state:
             return "\n".join(messages + ["nothing to revert: no overlay is applied to this torch"])
-        refuse_while_loaded(inst.site / "torch", "torch-overlay revert", force)
-        messages.append(revert_files(inst, state))
+        check = guard_while_loaded(inst.site / "torch", "torch-overlay revert", force)
+        messages.append(revert_files(inst, state, check))
         return "\n".join(messages)
 
 

@@ -12,7 +12,9 @@ import importlib.util
 import json
 import os
 import py_compile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 from .errors import OverlayError, warn
 from .installation import STATE_DIR, STATE_FILE, TorchInstallation
@@ -75,8 +77,8 @@ def state_files(header: dict, patched: dict[str, bytes], pristine: dict[str, byt
     return files
 
 
-def _transaction(inst: TorchInstallation) -> Transaction:
-    return Transaction(inst.site, inst.dist_info, Barrier(BARRIER_PATH, BARRIER_STUB))
+def _transaction(inst: TorchInstallation, barrier_check: Callable[[], None] | None) -> Transaction:
+    return Transaction(inst.site, inst.dist_info, Barrier(BARRIER_PATH, BARRIER_STUB, barrier_check))
 
 
 def _write_module(txn: Transaction, inst: TorchInstallation, path: str, data: bytes) -> None:
@@ -114,16 +116,17 @@ def _commit(txn: Transaction) -> None:
 
 
 def install(inst: TorchInstallation, header: dict, patched: dict[str, bytes],
-            links: dict[str, Path] | None = None) -> None:
+            links: dict[str, Path] | None = None, barrier_check: Callable[[], None] | None = None) -> None:
     """Replace each file of ``patched`` by its new bytes, or, for a path in ``links``, by a symbolic link to
     that file (develop; ``patched`` then holds what the link shows now, and RECORD lists the path without a
-    hash, since its bytes change with every edit), in one transaction with the overlay state."""
+    hash, since its bytes change with every edit), in one transaction with the overlay state.
+    ``barrier_check`` runs once the import barrier is in place (see ``transaction.Barrier``)."""
     links = links or {}
     record = inst.record()
     pristine = {p: (inst.site / p).read_bytes() if (inst.site / p).exists() else None for p in patched}
     new_state = state_files(header, patched, pristine, record)
     dist = inst.relpath(inst.dist_info)
-    txn = _transaction(inst)
+    txn = _transaction(inst, barrier_check)
     for path, data in patched.items():
         if path in links:
             _link_module(txn, inst, path, links[path])
@@ -151,14 +154,14 @@ def _saved_original(inst: TorchInstallation, path: str, expected: str) -> bytes:
     return data
 
 
-def revert_files(inst: TorchInstallation, state: dict) -> str:
+def revert_files(inst: TorchInstallation, state: dict, barrier_check: Callable[[], None] | None = None) -> str:
     """Put back the saved original of every file ``state`` (``applied.json``) lists, remove those the series
     created, and put the release's RECORD back, in one transaction; what it did, in one sentence."""
     originals = {path: None if info["pristine"] is None else _saved_original(inst, path, info["pristine"])
                  for path, info in state["files"].items()}
     record = inst.record()
     dist = inst.relpath(inst.dist_info)
-    txn = _transaction(inst)
+    txn = _transaction(inst, barrier_check)
     for path, data in originals.items():
         if data is None:  # a file the series created
             txn.delete(path)
@@ -178,6 +181,19 @@ def revert_files(inst: TorchInstallation, state: dict) -> str:
     removed = [p for p, data in originals.items() if data is None]
     return (f"reverted {len(restored)} files to the torch {state['torch_version']} release: " + ", ".join(restored)
             + (f"; removed {len(removed)} the series had created: " + ", ".join(removed) if removed else ""))
+
+
+@contextmanager
+def told_after(reverted: str | None):
+    """Commands whose second transaction follows a revert of their own (apply over an older series, develop over
+    an applied overlay): a refusal after the revert says what the revert did instead of "nothing was changed"."""
+    try:
+        yield
+    except OverlayError as e:
+        if reverted:
+            e.unchanged = (f"{e.unchanged} after this command's first step, which {reverted[0].lower()}"
+                           f"{reverted[1:]} (torch is that release now, whole)")
+        raise
 
 
 def link_problems(inst: TorchInstallation, state: dict) -> dict[str, str]:

@@ -16,7 +16,10 @@ every move undoable.
 - A *barrier* file, if given, is replaced first and put back last: for torch
   this is ``torch/__init__.py`` with a stub that refuses to import, so no
   process can import a half-changed package, and nothing is added to the
-  package when no transaction is pending.
+  package when no transaction is pending.  The barrier's ``check`` runs once
+  the stub is in place, before any other move: it looks for what the stub
+  cannot stop (a process that imported the package before it), and an error
+  there undoes the stub's move, so the command changes nothing.
 
 Paths in the journal are relative (the root relative to the staging folder,
 targets relative to the root), so a copy of an environment with a pending
@@ -57,14 +60,17 @@ def failpoint(name: str) -> None:
     ``<name>`` kills this process with SIGKILL at that point, ``<name>:sleep``
     announces itself on stderr and sleeps (a test acts meanwhile),
     ``<name>:announce`` only announces itself (a test times a kill from there),
+    ``<name>:pause`` announces itself and stops (SIGSTOP; a test acts, then sends SIGCONT),
     and ``<name>:enospc`` / ``<name>:eperm`` raise that OSError there."""
     for spec in os.environ.get(FAILPOINT_ENV, "").split(","):
         if spec == name:
             os.kill(os.getpid(), signal.SIGKILL)
-        if spec in (f"{name}:sleep", f"{name}:announce"):
+        if spec in (f"{name}:sleep", f"{name}:announce", f"{name}:pause"):
             print(f"failpoint {name} reached", file=sys.stderr, flush=True)
         if spec == f"{name}:sleep":
             time.sleep(600)
+        if spec == f"{name}:pause":
+            os.kill(os.getpid(), signal.SIGSTOP)
         for fault, code in _FAULTS.items():
             if spec == f"{name}:{fault}":
                 raise OSError(code, f"{os.strerror(code)} (failpoint {name})")
@@ -159,10 +165,13 @@ def remove_created_leftovers(discarded: JournalDiscarded) -> list[str]:
 
 @dataclass(frozen=True)
 class Barrier:
-    """A file replaced by ``stub`` for the duration of the moves (see the module docstring)."""
+    """A file replaced by ``stub`` for the duration of the moves (see the module docstring); ``check``, if
+    given, runs once the stub is in place and before any other move, and may refuse (raise) the change: its
+    error comes out after the stub's move is undone. Recovery runs no check: it has no live command to ask."""
 
     target: str
     stub: bytes
+    check: Callable[[], None] | None = None
 
 
 class Transaction:
@@ -282,7 +291,7 @@ class Transaction:
             self.abandon()
             raise
         failpoint("journal")
-        _run(self.staging, self.root, moves)
+        _run(self.staging, self.root, moves, self.barrier and self.barrier.check)
         return _finish(self.staging, self.root, moves)
 
 
@@ -375,7 +384,8 @@ class _MoveFailed(Exception):
         self.target, self.error = target, error
 
 
-def _forward(staging: Path, root: Path, moves: list[_Move]) -> None:
+def _forward(staging: Path, root: Path, moves: list[_Move], after_first: Callable[[], None] | None = None) -> None:
+    """Make the moves in order; ``after_first`` (the barrier's check) runs once the first move is made."""
     for i, m in enumerate(moves):
         target, backup = root / m.target, staging / f"b{i}"
         try:
@@ -393,6 +403,8 @@ def _forward(staging: Path, root: Path, moves: list[_Move]) -> None:
             failpoint(f"move:{i}")
         except OSError as e:
             raise _MoveFailed(target, e) from None
+        if i == 0 and after_first is not None:
+            after_first()
     failpoint("renamed")
 
 
@@ -409,10 +421,11 @@ def _backward(staging: Path, root: Path, moves: list[_Move]) -> None:
         failpoint(f"rollback:{i}")
 
 
-def _run(staging: Path, root: Path, moves: list[_Move]) -> None:
-    """Make the moves; if one fails, undo those made and raise an error saying so."""
+def _run(staging: Path, root: Path, moves: list[_Move], after_first: Callable[[], None] | None = None) -> None:
+    """Make the moves; if one fails, undo those made and raise an error saying so; an error raised by
+    ``after_first`` (see :func:`_forward`) comes out once the moves made are undone."""
     try:
-        _forward(staging, root, moves)
+        _forward(staging, root, moves, after_first)
     except _MoveFailed as failed:
         _undo(staging, root, moves, failed.target, failed.error.strerror or str(failed.error))
     except BaseException:  # SIGTERM or ^C half-way: leave the package as it was

@@ -13,8 +13,10 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import signal
 import struct
 import subprocess
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,11 @@ from scratch_torch import ScratchTorch
 BARRIER = "torch/__init__.py"
 REFUSAL = "torch cannot be imported now"
 PROBE = "import torch, torch.fx.traceback as t; print('patched' if hasattr(t, 'annotate') else 'pristine')"
+# A job that imports torch, waits for a line, then imports torch._dynamo, which imports more of the files a series
+# changes, and says which torch.fx it holds: a mix of old torch.fx and new torch._dynamo fails there
+# (AttributeError: ... 'annotate').
+LATE_JOB = ("import sys, torch; print('loaded', flush=True); sys.stdin.readline(); "
+            "import torch._dynamo, torch.fx.traceback as t; print('patched' if hasattr(t, 'annotate') else 'pristine')")
 
 
 def bytecode_of(source: Path) -> Path:
@@ -169,3 +176,54 @@ def damage_member(wheel: Path, dest: Path, member: str) -> Path:
         f.seek(at)
         f.write(bytes([byte[0] ^ 0xFF]))
     return dest
+
+
+@dataclass
+class WindowTrial:
+    command: subprocess.CompletedProcess  # the overlay command
+    job_pid: int | None                   # the job that loaded torch while the command was stopped
+    job_saw: str                          # 'pristine' or 'patched' (its torch once the command ended), or the error
+
+
+def _wait_stopped(pid: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} did not stop at its failpoint")
+        time.sleep(0.01)
+
+
+def load_torch_during(scratch: ScratchTorch, args: list[str], point: str, env: dict | None = None) -> WindowTrial:
+    """Run ``torch-overlay ARGS`` and stop it at failpoint ``point`` (``<point>:pause``, SIGSTOP); meanwhile a job
+    (LATE_JOB) imports torch; then the command goes on, and once it has ended the job imports torch._dynamo."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_OVERLAY_")}
+    full_env.update(env or {})
+    full_env["TORCH_OVERLAY_FAILPOINT"] = f"{point}:pause"
+    cmd = subprocess.Popen([str(scratch.python), "-m", "torch_overlay", *args], env=full_env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    job = None
+    try:
+        first = cmd.stderr.readline()
+        if f"failpoint {point} reached" not in first:
+            out, err = cmd.communicate(timeout=600)
+            return WindowTrial(subprocess.CompletedProcess(args, cmd.returncode, out, first + err), None,
+                               f"not run: the command did not reach {point}")
+        _wait_stopped(cmd.pid)
+        job_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_OVERLAY_")}
+        job = subprocess.Popen([str(scratch.python), "-c", LATE_JOB], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=job_env)
+        loaded = job.stdout.readline()
+        os.kill(cmd.pid, signal.SIGCONT)
+        out, err = cmd.communicate(timeout=600)
+        proc = subprocess.CompletedProcess(args, cmd.returncode, out, err)  # after the failpoint's line
+        if loaded != "loaded\n":
+            return WindowTrial(proc, job.pid, f"the job could not import torch: {job.communicate()[1][-300:]}")
+        job_out, job_err = job.communicate("\n", timeout=600)
+        saw = job_out.strip() if job.returncode == 0 else \
+            "error: " + (job_err.strip().splitlines() or [f"exit {job.returncode}"])[-1]
+        return WindowTrial(proc, job.pid, saw)
+    finally:
+        for p in (cmd, job):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from fault_checks import load_torch_during
 from scratch_torch import ScratchTorch, TORCH_RELEASE
 from source_fixtures import git, make_checkout, overlay_env, patches_copy
 from torch.testing._internal.common_utils import TestCase, run_tests
@@ -110,6 +111,21 @@ class TestDevelop(TestCase):
         out = subprocess.run(refresh, env=env, capture_output=True, text=True, check=True).stdout
         self.assertIn(f"  written: {last.name}\n", out)
         self.assertIn("+# a developer's fix", (self.patches / TORCH_RELEASE / last.name).read_text())
+
+    def test_a_process_that_loads_torch_while_develop_prepares_makes_it_refuse(self):
+        """As apply and revert (test_inplace_faults.py): a job that imports torch after develop's first look for
+        processes and before its import barrier (develop stopped at its commit point) makes develop back out once
+        the barrier is in place. Before that second look develop linked the checkout's files under the job,
+        which then failed on 'import torch._dynamo' (AttributeError: ... 'annotate')."""
+        checkout = self.series_checkout()
+        before = self.scratch.snapshot()
+        trial = load_torch_during(self.scratch, ["develop", str(checkout)], "journal", env=self.env)
+        self.assertEqual(trial.command.returncode, 2, trial.command.stderr)
+        for phrase in (f"PID {trial.job_pid}: ", "-c import sys, torch", "unchanged: nothing was changed"):
+            self.assertIn(phrase, trial.command.stderr)
+        self.assert_same_files(self.scratch.snapshot(), before)
+        self.assertFalse((self.scratch.dist_info / "overlay-txn").exists())
+        self.assertEqual(trial.job_saw, "pristine")
 
     def assert_same_files(self, now: dict[str, bytes], before: dict[str, bytes]) -> None:
         """Byte for byte, naming the paths that differ (a diff of megabytes of bytes would take minutes)."""

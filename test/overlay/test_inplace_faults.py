@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fault_checks import Saved, classify, import_probe, snapshot, stale_bytecode, stray_files
+from fault_checks import Saved, classify, import_probe, load_torch_during, snapshot, stale_bytecode, stray_files
 from scratch_torch import REPO, VENV, ScratchTorch, torch_wheel
 from torch_overlay.record import record_hash
 
@@ -340,6 +340,43 @@ def test_apply_and_revert_refuse_while_a_process_has_torch_loaded(scratch):
         live.wait()
     scratch.run("revert", check=True)  # nobody has it loaded now
     assert snapshot(scratch) == before
+
+
+@pytest.mark.parametrize("command, point", [("apply", "built"), ("apply", "journal"),
+                                            ("revert", "revert-staged"), ("revert", "journal")])
+def test_a_process_that_loads_torch_while_the_command_prepares_makes_it_refuse(lab, scratch, command, point):
+    """The look for processes at the start of apply and revert is taken again once the import barrier is in
+    place: a job that imported torch in between (here while the command is stopped at ``point``, after its first
+    look and before the barrier, as a slow build or disk would hold it) is named, and the command backs out.
+    Before that second look the command went on, and the job mixed the old torch.fx with the new torch._dynamo
+    (apply: AttributeError ... 'annotate'; revert: silently)."""
+    begin = "pristine" if command == "apply" else "patched"
+    if command == "revert":
+        lab[4].restore()
+    before = snapshot(scratch)
+    trial = load_torch_during(scratch, [command], point)
+    refused(trial.command, "running process(es) have this torch loaded", f"PID {trial.job_pid}: ",
+            "-c import sys, torch", "nothing was changed")
+    assert snapshot(scratch) == before and state(lab) == begin
+    assert not (scratch.dist_info / "overlay-txn").exists()
+    assert trial.job_saw == begin  # its whole torch, as it was before the command
+    assert import_probe(scratch) == begin
+
+
+def test_apply_over_an_older_series_that_refuses_after_its_revert_says_so(lab, scratch, tmp_path):
+    """apply over an older series first reverts, in a transaction of its own. A job that loads torch after that
+    revert (apply stopped at 'built') is seen at the new series' barrier: the refusal says what the revert did,
+    torch is the release, whole, and so is the job's."""
+    lab[4].restore()
+    newer = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", newer)
+    patch = newer / "2.5.1" / "163673-annotate.patch"
+    patch.write_text(patch.read_text().replace("Description: Backport", "Description: Backport (reworded)", 1))
+    trial = load_torch_during(scratch, ["apply"], "built", env={"TORCH_OVERLAY_PATCHES": str(newer)})
+    refused(trial.command, f"PID {trial.job_pid}: ", "unchanged: nothing was changed after this command's first "
+            f"step, which reverted {len(scratch.targets)} files to the torch 2.5.1 release")
+    assert state(lab) == "pristine" and trial.job_saw == "pristine"
+    assert not (scratch.dist_info / "overlay-txn").exists()
 
 
 def _limit_file_size():
