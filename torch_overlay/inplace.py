@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from .behaviours import behaviours
 from .build import build_patched
 from .errors import OverlayError
-from .install_steps import (DEVELOP_KEY, install, link_problems, recover_interrupted, revert_files, state_files,
-                            told_after)
+from .install_steps import (DEVELOP_KEY, BarrierLeft, install, link_problems, recover_interrupted, revert_files,
+                            state_files, told_after)
 from .installation import DIFFERS, MISSING, NOT_IN_RELEASE, TorchInstallation
 from .live_processes import guard_while_loaded
 from .record import Record
@@ -68,15 +68,17 @@ class Status:
             lines.append("  edits there are what 'import torch' runs; 'torch-overlay revert' puts the release's files "
                          "back, 'torch-overlay apply' the series")
         elif self.applied:
-            lines.append("applied: " + ", ".join(self.applied["patches"])
-                         + ("  (an older series: run 'torch-overlay apply' to update)" if self.outdated else ""))
+            lines.append("applied: " + ", ".join(self.applied["patches"]) + self._outdated_advice())
         elif not self.problems:
             lines.append("applied: none")
         if self.modified:
             lines.append("files differing from RECORD: " + ", ".join(
                 p if why == DIFFERS else f"{p} ({why})" for p, why in self.modified.items()))
-            lines.append("  to do: 'torch-overlay apply --force' patches them as they are; "
-                         f"reinstalling torch ({inst.reinstall_command}) puts the release's files back")
+            if any(isinstance(p, BarrierLeft) for p in self.problems):  # apply refuses too: see the problem
+                lines.append(f"  to do: reinstall torch ({inst.reinstall_command})")
+            else:
+                lines.append("  to do: 'torch-overlay apply --force' patches them as they are; "
+                             f"reinstalling torch ({inst.reinstall_command}) puts the release's files back")
         elif not self.problems:
             lines.append("files differing from RECORD: none")
         return "\n".join(lines)
@@ -98,6 +100,16 @@ class Status:
             "recovered": self.recovered,
             "problems": [{"what": e.what, "unchanged": e.unchanged, "todo": e.todo} for e in self.problems],
         }
+
+    def _outdated_advice(self) -> str:
+        """The command that brings an outdated overlay to a consistent torch: apply, with the current series;
+        revert, when this version of the tool has no series for the release (apply refuses there)."""
+        if not self.outdated:
+            return ""
+        if self.series is None:
+            return ("  (no series for this release in this version of torch-overlay: run 'torch-overlay revert' "
+                    "to put the release's files back)")
+        return "  (an older series: run 'torch-overlay apply' to update)"
 
     def _behaviour_lines(self) -> list[str]:
         found = behaviours(self.series)

@@ -19,8 +19,8 @@ from typing import Callable
 from .errors import OverlayError, warn
 from .installation import STATE_DIR, STATE_FILE, TorchInstallation
 from .record import Record, record_hash
-from .transaction import (Barrier, JournalDiscarded, JournalError, Transaction, failpoint, recover, remove_by_rename,
-                          remove_created_leftovers)
+from .transaction import (STAGING_NAME, Barrier, JournalDiscarded, JournalError, Transaction, failpoint, recover,
+                          remove_by_rename, remove_created_leftovers)
 
 DEVELOP_KEY = "develop"  # in applied.json: where develop's links point (develop.develop_state writes it)
 
@@ -34,12 +34,36 @@ raise ImportError(
     "with this Python to finish or undo the change, then import torch again."
 )
 """
+BARRIER_MARK = BARRIER_STUB.split(b"\n", 1)[0]  # how every stub starts, whatever the rest says
+
+
+class BarrierLeft(OverlayError):
+    """The import barrier with no transaction behind it: an interrupted command's staging folder (its journal,
+    the kept originals) was deleted, so nothing says what torch's files should be; only a reinstall does."""
+
+
+def _refuse_barrier_left(inst: TorchInstallation) -> None:
+    init = inst.site / BARRIER_PATH
+    try:
+        with open(init, "rb") as f:
+            head = f.read(len(BARRIER_MARK))
+    except OSError:
+        return
+    if head == BARRIER_MARK:
+        raise BarrierLeft(
+            f"{init} is torch-overlay's import barrier, a stub that refuses 'import torch', left by an interrupted "
+            f"torch-overlay command whose staging folder {inst.dist_info / STAGING_NAME} is gone (deleted after "
+            "the interruption?): what torch's files should be can no longer be told",
+            unchanged="nothing was changed", todo=f"reinstall torch: {inst.reinstall_command}")
 
 
 def recover_interrupted(inst: TorchInstallation) -> str | None:
-    """Finish or undo an interrupted transaction (under the lock), with torch's own remedy on failure."""
+    """Finish or undo an interrupted transaction (under the lock), with torch's own remedy on failure; refuse an
+    import barrier that no pending transaction explains."""
     try:
-        return recover(inst.dist_info)
+        done = recover(inst.dist_info)
+        _refuse_barrier_left(inst)
+        return done
     except JournalDiscarded as e:
         if inst.state_left_behind():  # the discarded apply had moved it in, and pip's reinstall kept it
             remove_by_rename(inst.dist_info, inst.state_dir)

@@ -489,6 +489,38 @@ def test_deleted_and_modified_files_are_told_apart(scratch):
     assert "modified locally" not in err
 
 
+def test_status_of_a_patched_torch_without_a_series_advises_revert(lab, scratch, tmp_path):
+    """A torch patched by a release this version of the tool has no series for (here: a patches folder without
+    it): apply refuses, so status advises revert, which works (status used to advise 'apply' to update)."""
+    lab[4].restore()
+    env = {"TORCH_OVERLAY_PATCHES": str(tmp_path)}  # no series at all
+    out = scratch.run("status", env=env, rc=1).stdout
+    assert "series: none for this release" in out and "torch-overlay apply" not in out, out
+    assert "(no series for this release in this version of torch-overlay: run 'torch-overlay revert' to put " \
+           "the release's files back)" in out, out
+    refused(scratch.run("apply", env=env), "has no patch series for torch 2.5.1")
+    scratch.run("revert", env=env, check=True)
+    assert state(lab) == "pristine"
+
+
+def test_an_import_barrier_left_without_its_staging_folder_is_named(lab, scratch):
+    """The stub torch/__init__.py of an interrupted command whose staging folder was deleted (by hand, after the
+    kill): nothing can tell what torch should be, so status names the stub and the reinstall, and every other
+    command refuses with that message (demo printed a traceback; status advised 'apply --force', which left the
+    stub in place)."""
+    assert scratch.run("apply", env={"TORCH_OVERLAY_FAILPOINT": "move:3"}).returncode == -signal.SIGKILL
+    shutil.rmtree(scratch.dist_info / "overlay-txn")
+    before = snapshot(scratch)
+    stub = f"{scratch.site / 'torch/__init__.py'} is torch-overlay's import barrier"
+    reinstall = "reinstall torch: pip install --force-reinstall --no-deps torch==2.5.1"
+    out = scratch.run("status", rc=1).stdout
+    assert f"problem: {stub}" in out and f"to do: {reinstall}" in out and "apply --force" not in out, out
+    for command in (["demo"], ["apply", "--force"], ["revert"]):
+        err = refused(scratch.run(*command), stub, reinstall)
+        assert err.count("error: ") == 1, err
+    assert snapshot(scratch) == before and import_probe(scratch) == "refused"
+
+
 def test_series_that_does_not_fit_the_release_names_the_patch(scratch, tmp_path):
     """A series made for a release where a target file has moved (as in 2.9.1)."""
     patches = tmp_path / "patches"
