@@ -20,6 +20,9 @@ never touched) and starts from the pristine or the patched state. Scenarios, in 
                    (the staging folder, and the overlay state if the new RECORD was not in place yet)
   two-at-once      a second command while the first one holds the lock
   live-process     apply or revert while another process has this torch imported
+  load-window      apply, revert or develop stopped (SIGSTOP) at a random point between its look for processes
+                   that have torch loaded and its import barrier, while a job imports torch; then it goes on
+                   and must refuse (naming the job, nothing changed), and the job must see a whole torch
   damaged-wheel    rebuild-wheel on a small real wheel with a random member damaged, or killed midway
   pip-reinstall    (--pip-trials, default 1; --pip-at aims them) a real 'pip install --force-reinstall
                    --no-deps' of the release wheel over a scratch whose apply or revert was killed after its
@@ -48,8 +51,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "test" / "overlay"))
-from fault_checks import (Saved, classify, damage_member, import_probe, small_release_wheel_of,  # noqa: E402
-                          snapshot, stale_bytecode, stray_files)
+from fault_checks import (Saved, classify, damage_member, import_probe, load_torch_during,  # noqa: E402
+                          small_release_wheel_of, snapshot, stale_bytecode, stray_files)
 from scratch_torch import VENV, ScratchTorch, torch_wheel  # noqa: E402
 from torch_overlay.record import Record  # noqa: E402
 from torch_overlay.transaction import FAILPOINT_ENV  # noqa: E402
@@ -69,6 +72,20 @@ class Lab:
         self.saved["patched"] = Saved(self.scratch, root / "patched")
         self.moves = self._count_moves()
         self.small_wheel = small_release_wheel_of(torch_wheel(), root / torch_wheel().name)
+        self._checkout = None
+
+    @property
+    def checkout(self) -> Path:
+        """A checkout with the series as commits (apply-source), for develop; made on first use."""
+        if self._checkout is None:
+            from source_fixtures import make_checkout, overlay_env
+
+            patches = Path(__file__).resolve().parent.parent / "patches"
+            checkout = make_checkout(self.root / "checkout", patches)
+            subprocess.run([str(VENV / "bin" / "python"), "-m", "torch_overlay", "apply-source", str(checkout)],
+                           env=overlay_env(patches), check=True, capture_output=True)
+            self._checkout = checkout
+        return self._checkout
 
     def _count_moves(self) -> dict:
         """The number of moves of apply and revert (the failpoints move:0 .. move:N-1)."""
@@ -361,6 +378,26 @@ def live_process(lab: Lab, rng: random.Random):
         lab.refused_unchanged(proc, begin, f"PID {live.pid}")
 
 
+WINDOW_POINTS = {  # failpoints after the first look for processes and before the import barrier
+    "apply": ["built", "staged", "probed", "journal"],
+    "revert": ["revert-staged", "staged", "probed", "journal"],
+    "develop": ["staged", "probed", "journal"],
+}
+
+
+def load_window(lab: Lab, rng: random.Random):
+    command = rng.choice(list(WINDOW_POINTS))
+    begin = "patched" if command == "revert" else "pristine"
+    point = rng.choice(WINDOW_POINTS[command])
+    args = ["develop", str(lab.checkout)] if command == "develop" else [command]
+    lab.start(begin)
+    trial = load_torch_during(lab.scratch, args, point)
+    problems = lab.refused_unchanged(trial.command, begin, f"PID {trial.job_pid}: ", "nothing was changed")
+    if trial.job_saw != begin:
+        problems.append(f"the job that loaded torch meanwhile then saw {trial.job_saw}")
+    return f"{command} stopped at {point} while a job imports torch", problems
+
+
 def damaged_wheel(lab: Lab, rng: random.Random):
     out = lab.root / "wheel-out"
     shutil.rmtree(out, ignore_errors=True)
@@ -395,7 +432,7 @@ def damaged_wheel(lab: Lab, rng: random.Random):
 
 SCENARIOS = {f.__name__.replace("_", "-"): f for f in (
     kill_random, kill_failpoint, kill_rollback, kill_recovery, disk_full, enospc_move, immutable, non_root,
-    copied_venv, pip_emulated, two_at_once, live_process, damaged_wheel)}
+    copied_venv, pip_emulated, two_at_once, live_process, load_window, damaged_wheel)}
 
 
 def campaign(trials: int, seed: int, only: list[str], pip_trials: int, root: Path, out=print,

@@ -27,10 +27,14 @@ BARRIER = "torch/__init__.py"
 REFUSAL = "torch cannot be imported now"
 PROBE = "import torch, torch.fx.traceback as t; print('patched' if hasattr(t, 'annotate') else 'pristine')"
 # A job that imports torch, waits for a line, then imports torch._dynamo, which imports more of the files a series
-# changes, and says which torch.fx it holds: a mix of old torch.fx and new torch._dynamo fails there
-# (AttributeError: ... 'annotate').
+# changes, and says which torch it holds: 'patched' or 'pristine' when its torch.fx (imported with torch) and its
+# torch._dynamo (imported now; the 2.5.1 series adds a config to it) agree, else 'mixed ...'. Old torch.fx under a
+# new torch._dynamo fails at the import (AttributeError: ... 'annotate'); the other mix imports silently.
 LATE_JOB = ("import sys, torch; print('loaded', flush=True); sys.stdin.readline(); "
-            "import torch._dynamo, torch.fx.traceback as t; print('patched' if hasattr(t, 'annotate') else 'pristine')")
+            "import torch._dynamo, torch.fx.traceback as t; "
+            "fx = 'patched' if hasattr(t, 'annotate') else 'pristine'; "
+            "dynamo = 'patched' if hasattr(torch._dynamo.config, 'trace_under_caller_annotation') else 'pristine'; "
+            "print(fx if fx == dynamo else f'mixed: torch.fx {fx}, torch._dynamo {dynamo}')")
 
 
 def bytecode_of(source: Path) -> Path:
