@@ -7,7 +7,7 @@ from .behaviours import behaviours
 from .build import build_patched
 from .errors import OverlayError
 from .install_steps import (DEVELOP_KEY, BarrierLeft, install, link_problems, recover_interrupted, revert_files,
-                            state_files, told_after)
+                            saved_original, state_files, told_after)
 from .installation import DIFFERS, MISSING, NOT_IN_RELEASE, TorchInstallation
 from .live_processes import guard_while_loaded
 from .record import Record
@@ -240,6 +240,8 @@ def apply(force: bool = False) -> str:
         if applied and applied["series_digest"] == series.digest:
             return "\n".join(messages + [f"already applied: the torch {series.version} series "
                                          f"({series.label}) is in place; nothing to do"])
+        if applied:  # an older series: it comes off only once the new one is known to build on the release
+            _check_builds_on_release(inst, applied, series)
         reverted = revert_files(inst, applied, check) if applied else None  # an older series: the release first
         with told_after(reverted):
             forced = _refuse_unfit(inst, series, force)
@@ -250,6 +252,25 @@ def apply(force: bool = False) -> str:
         messages.append(f"applied the torch {series.version} series ({series.label}): "
                         + ", ".join(p.name for p in series.patches))
         return "\n".join(messages)
+
+
+def _check_builds_on_release(inst: TorchInstallation, applied: dict, series: Series) -> None:
+    """Build ``series`` on the release's files (the saved originals of what the applied series changed) and
+    compile every Python file it makes, before apply takes the applied series off: a series that does not apply
+    or makes a file that does not compile is refused while the applied one is still in place."""
+    def release_bytes(path: str) -> bytes:
+        info = applied["files"].get(path)
+        if info is not None and info["pristine"] is not None:
+            return saved_original(inst, path, info["pristine"])
+        return (inst.site / path).read_bytes()
+
+    for path, data in build_patched(series, release_bytes).items():
+        if path.endswith(".py"):
+            try:
+                compile(data, str(inst.site / path), "exec", dont_inherit=True)
+            except SyntaxError as e:
+                raise OverlayError(f"the new {path} does not compile: {e.msg} (line {e.lineno})",
+                                   unchanged="nothing was changed", todo="fix the patch that changes it") from None
 
 
 def series_state(series: Series, forced: bool) -> dict:

@@ -165,7 +165,8 @@ def install(inst: TorchInstallation, header: dict, patched: dict[str, bytes],
     _commit(txn)
 
 
-def _saved_original(inst: TorchInstallation, path: str, expected: str) -> bytes:
+def saved_original(inst: TorchInstallation, path: str, expected: str) -> bytes:
+    """The release's bytes of ``path`` as apply saved them, checked against the hash ``applied.json`` holds."""
     todo = f"reinstall torch: {inst.reinstall_command}"
     try:
         data = inst.pristine_copy(path).read_bytes()
@@ -181,7 +182,7 @@ def _saved_original(inst: TorchInstallation, path: str, expected: str) -> bytes:
 def revert_files(inst: TorchInstallation, state: dict, barrier_check: Callable[[], None] | None = None) -> str:
     """Put back the saved original of every file ``state`` (``applied.json``) lists, remove those the series
     created, and put the release's RECORD back, in one transaction; what it did, in one sentence."""
-    originals = {path: None if info["pristine"] is None else _saved_original(inst, path, info["pristine"])
+    originals = {path: None if info["pristine"] is None else saved_original(inst, path, info["pristine"])
                  for path, info in state["files"].items()}
     record = inst.record()
     dist = inst.relpath(inst.dist_info)

@@ -255,6 +255,39 @@ def test_apply_replaces_an_older_series(scratch, tmp_path, expected_patched):
     assert_fully_patched(scratch, expected_patched)
 
 
+def _broken_newer_series(tmp_path, how):
+    """A copy of the patches in which one 2.5.1 patch is changed as ``how`` says: "syntax" makes a line it
+    adds invalid Python, "context" makes a hunk no longer match the release's file."""
+    newer = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", newer)
+    patch = newer / "2.5.1" / "163673-annotate.patch"
+    text = patch.read_text()
+    if how == "syntax":
+        lines = text.splitlines(keepends=True)
+        first_added_def = next(i for i, line in enumerate(lines) if line.startswith("+def "))
+        lines[first_added_def] = lines[first_added_def].replace("+def ", "+def (", 1)
+        text = "".join(lines)
+    else:
+        text = text.replace("\n from contextlib import contextmanager\n", "\n from contextlib import nothing\n", 1)
+    patch.write_text(text)
+    return newer
+
+
+@pytest.mark.parametrize("how", ["syntax", "context"])
+def test_a_broken_newer_series_leaves_the_applied_one_in_place(scratch, tmp_path, how):
+    """apply over an older series checks the new series on the release's files before it reverts anything: a
+    patch that no longer applies, or makes a file that does not compile, changes nothing."""
+    scratch.run("apply", check=True)
+    before = scratch.snapshot()
+    newer = _broken_newer_series(tmp_path, how)
+    proc = scratch.run("apply", env={"TORCH_OVERLAY_PATCHES": str(newer)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("does not compile" if how == "syntax" else "does not apply") in proc.stderr
+    assert "nothing was changed" in proc.stderr
+    assert "reverted" not in proc.stderr + proc.stdout
+    assert_pristine(scratch, before)  # the series applied before is still in place, byte for byte
+
+
 def test_a_release_that_needs_nothing_says_so(scratch, tmp_path):
     """A release whose series is empty (every behaviour native): apply changes nothing, exits 0 and says
     why; an overlay applied from an older series is taken off."""
