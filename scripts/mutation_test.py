@@ -105,7 +105,7 @@ MUTATIONS = [
              "        merged = outer if outer is not None else {}\n        merged.update(self.annotation)\n        return merged\n",
              [FX]),
     Mutation("annotate exits restore what they found (not out-of-order safe)",
-             "torch/fx/traceback.py", "        later = _annotate_blocks[index + 1:]\n", "        later = []\n", [FX]),
+             "torch/fx/traceback.py", "            while index < len(blocks):\n", "            while False:\n", [FX]),
     Mutation("tracing state per thread (a thread pool worker loses the caller's node meta)",
              "torch/fx/traceback.py", "def has_preserved_node_meta() -> bool:\n    return should_preserve_node_meta\n",
              "def has_preserved_node_meta() -> bool:\n    import threading\n"

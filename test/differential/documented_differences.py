@@ -224,6 +224,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.graph._annotation_summary": ("173119-graph-code-annotation",),
     "torch.fx.traceback._F": ("163673-annotate",),
     "torch.fx.traceback._AnnotateBlock": ("local-annotate-exit-any-order",),
+    "torch.fx.traceback._ActiveAnnotateBlocks": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._annotate_blocks": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._should_preserve_node_seq_nr": ("172687-preserve-node-seq-nr",),
     "torch.fx.traceback._SeqNrAnnotations": ("local-bw-seq-nr-ranges",),

@@ -464,6 +464,34 @@ sin|{'outer': 2}
 cos|{'outer': 2}""")
         self.assert_tracing_state_clean()
 
+    def test_graph_break_in_helper_resumed_inside_nested_annotate_blocks(self):
+        """A helper with a graph break inside annotate, called once plainly and then inside two
+        nested annotate blocks: its second break is met in a resume function, inside two blocks.
+        Dynamo before 2.10 cannot make a resume function there (a KeyError remapping the blocks,
+        with nested torch.enable_grad() blocks too); where annotate is involved the frame runs
+        eagerly, as upstream runs every frame with a graph break inside annotate, never an
+        internal error. From 2.10 both sides compile."""
+        def helper(x):
+            with fx_traceback.annotate({"h": 1}):
+                doubled = x * 2
+                torch._dynamo.graph_break()
+                shifted = doubled + 1
+            return shifted
+
+        def f(x):
+            y = helper(x)
+            with fx_traceback.annotate({"a": 1}):
+                with fx_traceback.annotate({"b": 2}):
+                    y = helper(y)
+            return y.sin()
+
+        cap = self.compile_and_run(f, torch.randn(4, requires_grad=True))
+        # the plain call compiles both sides of the helper's break, annotated
+        rows = "\n".join(dynamo_table(g) for g in cap.dynamo_graphs).splitlines()
+        self.assertIn("doubled|{'h': 1}", rows)
+        self.assertIn("shifted|{'h': 1}", rows)
+        self.assert_tracing_state_clean()
+
     @torch._dynamo.config.patch(trace_under_caller_annotation=True)  # beyond upstream, opt-in
     def test_graph_break_in_function_called_from_annotated_block(self):
         def inner(x):

@@ -16,6 +16,7 @@ import copy
 import functools
 import os
 import sys
+import threading
 import unittest
 import warnings
 from collections import Counter
@@ -517,6 +518,37 @@ class TestInplaceOnView(AnnotationTestCase):
         # copy_'s derivative for the overwritten view is zeros
         self.check_inplace_regions(fw, bw, {"aten.copy.default": ("scatter", "aten.zeros_like.default")})
 
+
+    def test_annotate_blocks_of_another_thread_leave_the_seq_nr_map_alone(self):
+        """Thread isolation of the seq_nr -> annotation map: torch traces one
+        graph at a time in a process, so one recording serves the process, and
+        it keeps only the tracing thread's annotate() entries and exits.
+        Autograd numbers its Nodes per thread, so a block that another thread
+        enters and leaves during the trace, with that thread's own numbers
+        past the tracing thread's, adds nothing to the map (unsorted, it would
+        send the lookup astray): the in-place op's backward still takes its
+        region."""
+        from torch._C._autograd import _get_sequence_nr
+
+        def annotate_in_another_thread(tracing_threads_next_number):
+            t = torch.ones(1, requires_grad=True)
+            while _get_sequence_nr() <= tracing_threads_next_number + 8:
+                t * 1  # an autograd Node: this thread's own counter moves on
+            for _ in range(8):
+                with annotate({"region": "other thread"}):
+                    t * 1
+
+        def f(x, w):
+            y = x.clone()
+            worker = threading.Thread(target=annotate_in_another_thread, args=(_get_sequence_nr(),))
+            worker.start()
+            worker.join()
+            with annotate({"region": "scale"}):
+                y[1:].mul_(w)
+            return y.cos()
+
+        fw, bw = record(f, torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True))
+        self.check_inplace_regions(fw, bw, {"aten.mul.Tensor": ("scale", "aten.mul.Tensor")})
 
 
 class _Identity(torch.autograd.Function):

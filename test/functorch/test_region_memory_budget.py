@@ -4,6 +4,11 @@ annotation key and its reader in fx.traceback, and the min-cut partitioner
 taking the region's budget in place of
 torch._functorch.config.activation_memory_budget. On 2.13+ the same tests run
 against upstream's own implementation."""
+import os
+import tempfile
+import unittest
+from unittest import mock
+
 import torch
 import torch._dynamo
 import torch.fx.traceback as fx_traceback
@@ -28,6 +33,9 @@ def saved_for_backward(fn, *args):
     torch.compile(fn, backend=backend, fullgraph=True)(*args).backward()
     (output,) = [n for n in graphs["fw"].graph.nodes if n.op == "output"]
     return list(output.args[0][1:])
+
+
+RELEASE = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 
 
 def block(x, w1, w2):
@@ -114,6 +122,33 @@ class TestRegionActivationMemoryBudget(TestCase):
 
         with self.assertRaisesRegex(Exception, r"conflicting budgets within a single joint graph .*\[0.0, 1.0\]"):
             saved_for_backward(fn, *inputs())
+
+    # upstream 2.13 and 2.14 key only the budget of the graph's first node (2.15 keys every node's)
+    @unittest.skipIf((2, 13) <= RELEASE < (2, 15), "upstream's own cache key, first node only")
+    def test_a_budget_change_misses_the_warm_aot_autograd_cache(self):
+        """The AOTAutograd cache key holds every node's budget: the graph
+        input Dynamo creates where ``fn`` reads its shape, before the block,
+        is the graph's first node and carries none, so a key read off the
+        first node would let the compile under 0.5 reuse the one under 0.0."""
+        def under(budget):
+            def fn(x, w):
+                rows = x.shape[0]  # x becomes a graph input here, outside the block
+                with torch.autograd.graph.region_activation_memory_budget(budget):
+                    return (x @ w) * rows
+            return fn
+
+        counters = torch._dynamo.utils.counters
+        with tempfile.TemporaryDirectory() as cache_dir, \
+                mock.patch.dict(os.environ, {"TORCHINDUCTOR_CACHE_DIR": cache_dir}), \
+                torch._functorch.config.patch(enable_autograd_cache=True), \
+                torch._inductor.config.patch(fx_graph_cache=True):
+            counters.clear()
+            for budget in (0.0, 0.5):
+                torch._dynamo.reset()
+                x, w = torch.randn(4, 8), torch.randn(8, 8, requires_grad=True)
+                torch.compile(under(budget))(x, w).backward(torch.ones(4, 8))
+            self.assertEqual(counters["aot_autograd"]["autograd_cache_miss"], 2)
+            self.assertEqual(counters["aot_autograd"]["autograd_cache_hit"], 0)
 
 
 if __name__ == "__main__":

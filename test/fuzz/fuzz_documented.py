@@ -253,6 +253,28 @@ def _matches_without_disable_marks(d) -> bool:
 
 
 @dataclass(frozen=True)
+class ReleaseNumbers:
+    """The release numbers autograd Nodes otherwise than upstream, and the series keeps the release's numbers
+    ("nothing else changes"): a difference in seq_nr, which the comparison here does not look at (it compares
+    custom and autograd_backward), documented in README for consumers that pair nodes by seq_nr."""
+    key: str
+    change: str  # what the patched release gives, what upstream gives, and how a consumer pairs instead
+
+
+RELEASE_NUMBERS_OTHERWISE = [
+    ReleaseNumbers(
+        "backward of an indexed assignment into a fresh tensor: the release's seq_nr (2.5.1)",
+        "out[idx, :] = x on 2.5.1 traces index_put on a view, which autograd wraps in a CopySlices made after "
+        "the forward op: the backward (index under CopySlices) keeps 2.5.1's own seq_nr, one past the forward "
+        "index_put's, while 2.13 and 2.15 trace index_put on out itself (no CopySlices) and pair the two. custom "
+        "is right either way (local-bw-seq-nr-ranges), but a consumer that pairs backward with forward ops by "
+        "equal seq_nr, as torchtitan's graph trainer does, finds no forward op for it on 2.5.1; pair such a "
+        "backward node with the forward node of the greatest seq_nr not above its own (the op autograd "
+        "numbered last before it, as local-bw-seq-nr-ranges does), or by its custom and fwd_source_fn_stack"),
+]
+
+
+@dataclass(frozen=True)
 class ReleaseTraces:
     """The release traces the program into other nodes than 2.13 (not an annotation matter): an op both sides
     emit equally often can then be another instance on each side."""

@@ -24,7 +24,7 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fuzz_compare import EQUAL  # noqa: E402
-from fuzz_documented import BEYOND_UPSTREAM, UPSTREAM_ONLY  # noqa: E402
+from fuzz_documented import BEYOND_UPSTREAM, RELEASE_NUMBERS_OTHERWISE, UPSTREAM_ONLY  # noqa: E402
 from fuzz_generator import CAPTURES, generate  # noqa: E402
 from fuzz_run import REPO, WORK, report, run  # noqa: E402
 from oracle_interpreter import requires_oracle  # noqa: E402
@@ -63,7 +63,8 @@ class TestFuzzGenerator(TestCase):
         rows = [line for line in section.split("\n\n", 2)[1].splitlines() if line.startswith("|")][2:]
         cells = [[c.strip().strip("`") for c in row.strip("|").split("|")] for row in rows]
         self.assertEqual([(c[0], c[1]) for c in cells],
-                         [(r.key, r.patch) for r in BEYOND_UPSTREAM] + [(r.key, "(upstream only)") for r in UPSTREAM_ONLY])
+                         [(r.key, r.patch) for r in BEYOND_UPSTREAM] + [(r.key, "(upstream only)") for r in UPSTREAM_ONLY]
+                         + [(r.key, "(release)") for r in RELEASE_NUMBERS_OTHERWISE])
 
 
 @requires_oracle

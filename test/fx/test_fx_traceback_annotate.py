@@ -249,6 +249,112 @@ class TestAnnotateExitOrder(TestCase):
         self.assertNotIn("custom", fx_traceback.current_meta)
 
 
+    def test_exception_raised_in_the_block_reaches_the_caller_unchanged(self):
+        error = KeyError("raised by the body")
+        with fx_traceback.annotate({"outer": 0}):
+            with self.assertRaises(KeyError) as caught:
+                with fx_traceback.annotate({"inner": 1}):
+                    raise error
+            self.assertIs(caught.exception, error)
+            self.assertIsNone(error.__context__)
+            self.assertEqual(fx_traceback.current_meta["custom"], {"outer": 0})
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_return_from_inside_the_block_restores(self):
+        def body():
+            with fx_traceback.annotate({"a": 1}):
+                return dict(fx_traceback.current_meta["custom"])
+
+        self.assertEqual(body(), {"a": 1})
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_generator_thrown_into_out_of_order_raises_the_thrown_exception(self):
+        def holder(annotation):
+            with fx_traceback.annotate(annotation):
+                yield
+
+        first, second = holder({"a": 1}), holder({"b": 2})
+        next(first)
+        next(second)
+        error = ValueError("thrown into the first generator")
+        with self.assertRaises(ValueError) as caught:
+            first.throw(error)  # its block exits while the second one's is active
+        self.assertIs(caught.exception, error)
+        self.assertIsNone(error.__context__)
+        self.assertEqual(fx_traceback.current_meta["custom"], {"b": 2})
+        second.close()
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_block_left_by_the_garbage_collector_inside_another_exit(self):
+        """A generator abandoned inside a block and only reachable through a
+        reference cycle is finalized by the cyclic garbage collector wherever
+        it next runs, which can be in the middle of another block's exit in
+        the same thread: that exit must neither raise nor bring the ended
+        block back."""
+        import gc
+
+        def holder(annotation):
+            with fx_traceback.annotate(annotation):
+                yield
+
+        def abandon(annotation):
+            suspended = holder(annotation)
+            next(suspended)
+            cycle = [suspended]
+            cycle.append(cycle)
+
+        threshold = gc.get_threshold()
+        was_enabled = gc.isenabled()
+        gc.collect()
+        gc.disable()
+        try:
+            with fx_traceback.annotate({"outer": 0}):
+                abandon({"abandoned": 1})
+                with fx_traceback.annotate({"inner": 1}):
+                    # collect at the next allocation: inside this block's exit
+                    gc.set_threshold(1)
+                    gc.enable()
+                gc.set_threshold(*threshold)
+                gc.collect()
+                self.assertEqual(fx_traceback.current_meta["custom"], {"outer": 0})
+            self.assertNotIn("custom", fx_traceback.current_meta)
+        finally:
+            gc.set_threshold(*threshold)
+            (gc.enable if was_enabled else gc.disable)()
+
+    def test_blocks_of_several_threads_enter_and_exit_in_any_interleaving(self):
+        """Design: the active blocks are one list for the process, as the
+        tracing state is; entering and leaving a block are atomic, so threads
+        that annotate at the same time never see an exit raise, each exit
+        removes exactly its own annotation, and an exception raised in a block
+        reaches its thread unchanged."""
+        failures = []
+
+        def annotate_repeatedly(thread):
+            for round_ in range(3000):
+                error = RuntimeError(f"thread {thread} round {round_}")
+                try:
+                    with fx_traceback.annotate({f"thread {thread}": round_}):
+                        with fx_traceback.annotate({"inner": thread}):
+                            raise error
+                except BaseException as caught:  # noqa: B036 - anything else is the failure looked for
+                    if caught is not error or caught.__context__ is not None:
+                        failures.append(caught)
+
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+        try:
+            threads = [threading.Thread(target=annotate_repeatedly, args=(t,)) for t in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            sys.setswitchinterval(switch_interval)
+        self.assertEqual(failures, [])
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+
 class TestTracingStateIsProcessWide(TestCase):
     """fx.traceback's tracing state is one for the process, as in the release
     and upstream: a thread the tracing thread hands work to sees it."""

@@ -228,6 +228,31 @@ __marked_inductor_submod1: add_tensor""")
         ):
             opt_fn(x, y)
 
+    # before 2.8 regions compile with compile_fx (local-regional-inductor-compile-fx); from 2.8 the
+    # release's standalone_compile raises its own error there, as upstream's pass does
+    @unittest.skipIf(hasattr(torch._inductor, "standalone_compile"), "the release's standalone_compile")
+    def test_outside_torch_compile_is_a_clear_error_and_changes_nothing(self):
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        with fx_traceback.preserve_node_meta():
+            gm = make_fx(two_regions)(torch.randn(4), torch.randn(4), torch.randn(4))
+        code = gm.code
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"regional_inductor was called outside torch.compile\. Use it as AOTAutograd's compiler "
+            r"under torch.compile: .*aot_autograd\(fw_compiler=regional_inductor, .* The graph was left "
+            r"unchanged\.",
+        ):
+            regional_inductor(gm, torch.randn(4), torch.randn(4), torch.randn(4))
+        self.assertEqual(gm.code, code)
+        self.assertEqual(list(gm.named_children()), [])
+
+    def test_outside_torch_compile_a_graph_without_marks_comes_back_as_it_was(self):
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        gm = make_fx(torch.sin)(torch.randn(4))
+        self.assertIs(regional_inductor(gm, torch.randn(4)), gm)
+
 
 if __name__ == "__main__":
     run_tests()
