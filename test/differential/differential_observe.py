@@ -272,7 +272,8 @@ def run_program(name: str, norm: Normaliser) -> dict:
         "guards": [_leaf_guards_in_order(_GUARD_LATENCY.sub(r"\1<timing>\2", _LEAF_GUARD_COMMENT.sub(r"\1", norm.text(g))))
                    for g in obs.guards],
         "recompiles": [norm.text(r) for r in obs.recompiles],
-        "counters": {k: dict(sorted(v.items())) for k, v in sorted(counters.items())
+        # A counter's key may name an object (Dynamo's graph-break reasons show a function's repr).
+        "counters": {k: dict(sorted((norm.text(str(r)), n) for r, n in v.items())) for k, v in sorted(counters.items())
                      if k not in no_annotation_corpus.TIMING_COUNTERS},
         "warnings": warning_texts,
         "error": error,

@@ -263,6 +263,208 @@ def compile_inductor_pattern_replacement(obs):
         _train_step(obs, "step", model, compiled, torch.randn(2, 4, 8))
 
 
+# --- context managers, decorators and generators under Dynamo ------------------------------------------------
+# Every form Dynamo meets a context manager or a decorator in: a user's @contextlib.contextmanager entered with
+# `with`, nested, or used as a decorator (contextlib's ContextDecorator wrapper), torch's own context managers
+# as decorators, generators, graph breaks inside each, and the fullgraph error of each (compared by text).
+
+import contextlib  # noqa: E402
+import functools  # noqa: E402
+
+
+@contextlib.contextmanager
+def _user_cm():
+    yield
+
+
+@contextlib.contextmanager
+def _user_cm_value(scale):
+    yield scale * 2
+
+
+@_user_cm()
+def _decorated(x):
+    return x.sin() * 2
+
+
+@_user_cm()
+def _decorated_breaks(x):
+    y = x.sin()
+    print("graph break")  # noqa: T201 -- a graph break on purpose
+    return y.cos()
+
+
+def _calls_decorated(x):
+    return _decorated(x + 1).cos()
+
+
+def _calls_decorated_breaks(x):
+    return _decorated_breaks(x + 1) * 3
+
+
+def _with_user_cm(x):
+    with _user_cm():
+        y = x.sin()
+    with _user_cm_value(3) as k:
+        y = y * k
+    return y.cos()
+
+
+def _nested_with(x):
+    with _user_cm():
+        with torch.no_grad():
+            n = x.sin()
+        with torch.enable_grad(), _user_cm():
+            y = (x * n).cos()
+    return y
+
+
+def _nested_with_breaks(x):
+    with torch.enable_grad():
+        with _user_cm():
+            y = x.sin()
+            print("graph break")  # noqa: T201 -- a graph break on purpose
+            y = y.cos()
+    return y * 2
+
+
+@torch.no_grad()
+def _no_grad_decorated(x):
+    return x * 2
+
+
+@torch.enable_grad()
+def _enable_grad_decorated(x):
+    return x.sin()
+
+
+def _torch_cm_decorators(x):
+    return _enable_grad_decorated(x) + _no_grad_decorated(x)
+
+
+def _sdpa_kernel_decorated_call(q):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    @sdpa_kernel(SDPBackend.MATH)
+    def attend(t):
+        return torch.nn.functional.scaled_dot_product_attention(t, t, t)
+
+    return attend(q)
+
+
+def _squares(x, n):
+    for i in range(n):
+        yield x * i
+
+
+def _generator(x):
+    return sum(_squares(x, 3)).sin()
+
+
+def _generator_with_cm(x):
+    def gen():
+        with _user_cm():
+            yield x.sin()
+            yield x.cos()
+    return sum(gen())
+
+
+def _wrapping(fn):
+    @functools.wraps(fn)
+    def inner(*args):
+        return fn(*args) + 1
+    return inner
+
+
+@_wrapping
+def _functools_wrapped(x):
+    return x.tanh()
+
+
+@torch._dynamo.disable
+def _dynamo_disabled(x):
+    return x * 5
+
+
+def _calls_disabled(x):
+    return _dynamo_disabled(x.sin()).cos()
+
+
+class _DecoratedMethod(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    @_user_cm()
+    def block(self, x):
+        return self.lin(x).relu()
+
+    def forward(self, x):
+        return self.block(x).sum()
+
+
+_DYNAMO_FORMS = {
+    "contextmanager_decorator": _calls_decorated,
+    "contextmanager_decorator_break": _calls_decorated_breaks,
+    "contextmanager_with": _with_user_cm,
+    "nested_with": _nested_with,
+    "nested_with_break": _nested_with_breaks,
+    "torch_cm_decorators": _torch_cm_decorators,
+    "generator": _generator,
+    "generator_with_cm": _generator_with_cm,
+    "functools_wraps": _functools_wrapped,
+    "dynamo_disable": _calls_disabled,
+}
+
+
+def _dynamo_form(fn):
+    def run(obs):
+        _compiled_forward_backward(obs, fn)
+    return run
+
+
+def _dynamo_form_fullgraph(fn):
+    def run(obs):
+        torch.compile(fn, backend=obs.recording_backend(), fullgraph=True)(torch.randn(4, requires_grad=True))
+    return run
+
+
+for _form, _fn in _DYNAMO_FORMS.items():
+    PROGRAMS[f"dynamo_{_form}"] = Program(f"dynamo_{_form}", _dynamo_form(_fn))
+    # Forms that compile whole under fullgraph=True are compared too: the result there is the graph.
+    PROGRAMS[f"dynamo_{_form}_fullgraph"] = Program(f"dynamo_{_form}_fullgraph", _dynamo_form_fullgraph(_fn),
+                                                    raises=True)
+
+
+@program()
+def dynamo_contextmanager_decorated_method(obs):
+    model = _DecoratedMethod()
+    _train_step(obs, "step", model, torch.compile(model, backend=obs.recording_backend()), torch.randn(2, 4))
+
+
+@program()
+def dynamo_sdpa_kernel_decorator(obs):
+    q = torch.randn(1, 2, 4, 8, requires_grad=True)
+    out = torch.compile(_sdpa_kernel_decorated_call, backend=obs.recording_backend())(q).sum()
+    out.backward()
+    obs.result("out", out)
+    obs.result("grad", q.grad)
+
+
+@program()
+def compile_inductor_aot_cache(obs):
+    """Inductor with the AOTAutograd cache on (off by default): a cold compile, then a warm one after a reset
+    (its key hashes the graph's node meta; the cache folder is each side's own)."""
+    import torch._functorch.config as functorch_config
+
+    with functorch_config.patch(enable_autograd_cache=True):
+        for step in range(2):
+            torch._dynamo.reset()
+            torch.manual_seed(0)
+            model = MLP()
+            _train_step(obs, f"step{step}", model, torch.compile(model, backend="inductor"), torch.randn(3, 8))
+
+
 # --- activation checkpointing -----------------------------------------------------------------------------
 
 class Checkpointed(nn.Module):
@@ -466,6 +668,203 @@ def aot_export_pre_dispatch_stale_views(obs):
     obs.graph("aot_export_pre_dispatch", gm)
 
 
+class _TrainLoss(nn.Module):
+    """An MLP whose loss is an output (aot_export_module(trace_joint=True) differentiates it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = MLP()
+
+    def forward(self, x):
+        return (self.mlp(x),)
+
+
+def _aot_export(obs, kind: str, model, args, **kwargs):
+    from torch._functorch.aot_autograd import aot_export_module
+
+    gm, signature = aot_export_module(model, args, **kwargs)
+    obs.graph(kind, gm)
+    obs.result(f"{kind}.signature", str(signature))
+
+
+@program()
+def aot_export_joint(obs):
+    """aot_export_module(trace_joint=True): the joint graph re-traced to drop the pytree inputs."""
+    _aot_export(obs, "aot_export_joint", _TrainLoss(), (torch.randn(3, 8),), trace_joint=True, output_loss_index=0)
+
+
+@program()
+def aot_export_joint_preserved_meta(obs):
+    from torch.fx import traceback as fx_traceback
+
+    with fx_traceback.preserve_node_meta():
+        _aot_export(obs, "aot_export_joint", _TrainLoss(), (torch.randn(3, 8),), trace_joint=True,
+                    output_loss_index=0)
+
+
+@program()
+def aot_export_joint_stale_views(obs):
+    """A joint trace with views a mutation made stale (their grad_fn is rebuilt inside the next op)."""
+    class StaleViewLoss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 3))
+
+        def forward(self, x):
+            h = self.w * x
+            b = h.narrow(0, 1, 2)
+            h[0].add_(1)
+            return ((b.sin().sum() + h.t().cos().sum()),)
+
+    _aot_export(obs, "aot_export_joint", StaleViewLoss(), (torch.randn(4, 3),), trace_joint=True,
+                output_loss_index=0)
+
+
+class _TupleOut(nn.Module):
+    """aot_export_module wants a tuple of outputs."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return (self.model(x),)
+
+
+@program()
+def aot_export_inference(obs):
+    _aot_export(obs, "aot_export_inference", _TupleOut(ConvBN().eval()), (torch.randn(2, 3, 6, 6),),
+                trace_joint=False)
+
+
+@program()
+def aot_export_pre_dispatch_joint_off(obs):
+    """pre_dispatch=True without preserve_node_meta (the replay is then only done for annotations)."""
+    _aot_export(obs, "aot_export_pre_dispatch", StaleViews(), (torch.randn(3, 2),), trace_joint=False,
+                pre_dispatch=True)
+
+
+@program()
+def aot_export_joint_simple(obs):
+    from torch._functorch.aot_autograd import aot_export_joint_simple
+
+    gm = aot_export_joint_simple(lambda x, w: ((x @ w).tanh().sum(),), (torch.randn(3, 4), torch.randn(4, 2)),
+                                 trace_joint=False)
+    obs.graph("aot_export_joint_simple", gm)
+
+
+@program()
+def export_nonstrict_stale_views_decomposed(obs):
+    ep = _export(obs, StaleViews(), (torch.randn(3, 2),), False, "export_nonstrict")
+    obs.graph("export_nonstrict.decomposed", ep.run_decompositions().graph_module)
+
+
+@program()
+def export_nonstrict_preserved_meta(obs):
+    """Non-strict export inside preserve_node_meta() (nodes then take the meta the tracer stamps)."""
+    from torch.fx import traceback as fx_traceback
+
+    with fx_traceback.preserve_node_meta():
+        ep = _export(obs, StaleViews(), (torch.randn(3, 2),), False, "export_nonstrict")
+    obs.graph("export_nonstrict.decomposed", ep.run_decompositions().graph_module)
+
+
+class _CallsDisabled(nn.Module):
+    """Non-strict export runs inside functions torch itself wraps in torch._dynamo.disable (make_fx's
+    dispatch_trace); this one also calls one of the user's (strict export refuses that)."""
+
+    def __init__(self, user_disabled: bool):
+        super().__init__()
+        self.user_disabled = user_disabled
+
+    def forward(self, x):
+        y = _dynamo_disabled(x.sin()) if self.user_disabled else x.sin()
+        return torch.nn.functional.scaled_dot_product_attention(y, y, y)
+
+
+@program()
+def export_disabled_functions(obs):
+    from torch.fx import traceback as fx_traceback
+
+    x = torch.randn(1, 2, 4, 8)
+    ep = _export(obs, _CallsDisabled(False), (x,), True, "export_strict")
+    obs.graph("export_strict.decomposed", ep.run_decompositions().graph_module)
+    ep = _export(obs, _CallsDisabled(True), (x,), False, "export_nonstrict")
+    obs.graph("export_nonstrict.decomposed", ep.run_decompositions().graph_module)
+    with fx_traceback.preserve_node_meta():
+        ep = _export(obs, _CallsDisabled(True), (x,), False, "export_nonstrict_preserved")
+
+
+@program()
+def export_reexport_decomposed(obs):
+    """Re-export of an ExportedProgram's module, then run_decompositions with a custom table."""
+    ep = _export(obs, ConvBN().eval(), (torch.randn(2, 3, 6, 6),), True, "export_strict")
+    again = torch.export.export(ep.module(), (torch.randn(2, 3, 6, 6),))
+    obs.graph("reexport", again.graph_module)
+    from torch._decomp import core_aten_decompositions
+
+    obs.graph("reexport.decomposed", again.run_decompositions(core_aten_decompositions()).graph_module)
+
+
+def _unrelated_annotation(obs):
+    """Use torch.fx.traceback.annotate on something unrelated, where the release has it (eager, compiled and
+    traced); where it does not (pristine 2.5.1..2.9.1), do the same without it. Nothing of it is recorded (its
+    guards, recompiles and counters are dropped): the programs below compare only what they compile afterwards,
+    which annotates nothing."""
+    from torch._dynamo.utils import counters
+
+    from torch.fx import traceback as fx_traceback
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    annotate = getattr(fx_traceback, "annotate", None)
+    block = (lambda: annotate({"unrelated": 1})) if annotate else contextlib.nullcontext
+
+    def unrelated(t):
+        with block():
+            return (t.sin() * 2).cos()
+
+    x = torch.randn(3, requires_grad=True)
+    unrelated(x).sum().backward()
+    torch.compile(unrelated, backend="aot_eager")(x).sum().backward()
+    with fx_traceback.preserve_node_meta():
+        make_fx(unrelated)(x)
+    torch._dynamo.reset()
+    counters.clear()
+    obs.guards.clear()
+    obs.recompiles.clear()
+
+
+# Helpers that annotate on purpose; scripts/patch_coverage.py does not count what they reach.
+ANNOTATING_HELPERS = ("_unrelated_annotation",)
+
+
+@program()
+def after_unrelated_annotation_compile(obs):
+    """The reviewer's question: does the series change an unannotated function once annotate() was used
+    anywhere in the program? Its views, stale views and in-place views compiled after an unrelated annotation."""
+    _unrelated_annotation(obs)
+    x = torch.randn(4, 5, requires_grad=True)
+    out = torch.compile(_inplace_views, backend=obs.recording_backend())(x, torch.tensor([0, 2]))
+    out.backward()
+    obs.result("out", out)
+    obs.result("grad", x.grad)
+    s, bt = torch.compile(_output_view_of_mutated, backend=obs.recording_backend())(torch.randn(4, 3))
+    obs.result("bt", bt)
+
+
+@program()
+def after_unrelated_annotation_export(obs):
+    _unrelated_annotation(obs)
+    ep = _export(obs, StaleViews(), (torch.randn(3, 2),), True, "export_strict")
+    obs.graph("export_strict.decomposed", ep.run_decompositions().graph_module)
+    _aot_export(obs, "aot_export_joint", _TrainLoss(), (torch.randn(3, 8),), trace_joint=True, output_loss_index=0)
+    from torch.fx import traceback as fx_traceback
+
+    with fx_traceback.preserve_node_meta():
+        _aot_export(obs, "aot_export_pre_dispatch", StaleViews(), (torch.randn(3, 2),), trace_joint=False,
+                    pre_dispatch=True)
+
+
 def _archive(obs, buffer):
     """Each member of a saved archive, bytewise (the zip's own timestamps are not the program's)."""
     import zipfile
@@ -625,4 +1024,8 @@ CI_SLICE = [
     "make_fx_thread_pool", "make_fx_block_mask", "export_nonstrict_views", "export_strict_stale_views",
     "aot_export_pre_dispatch_stale_views", "export_save_load", "hf_gpt2_sdpa_compile",
     "timm_resnet_compile_dynamic", "compile_autograd_function",
+    # issue 32, section 3: context-manager decorators, nested blocks with a graph break, the fullgraph error text;
+    # aot_export_module(trace_joint=True); an unannotated trace after an unrelated annotation; disabled functions
+    "dynamo_contextmanager_decorator_break", "dynamo_contextmanager_decorator_break_fullgraph",
+    "dynamo_nested_with_break", "aot_export_joint", "after_unrelated_annotation_export", "export_disabled_functions",
 ]

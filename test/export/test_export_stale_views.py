@@ -9,7 +9,10 @@ custom is beyond upstream): both must give what the strict export gives.
 import sys
 from pathlib import Path
 
-from torch.testing._internal.common_utils import run_tests
+import torch
+import torch.fx.traceback as fx_traceback
+from torch._functorch.aot_autograd import aot_export_module
+from torch.testing._internal.common_utils import run_tests, TestCase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oracle_interpreter import OracleProgramCase, requires_oracle  # noqa: E402
@@ -38,6 +41,37 @@ class TestStaleViewsKeepTheirAnnotation(OracleProgramCase):
 
     def test_non_strict_export_matches_strict_export(self):
         self.assertEqual(self.ours["non_strict"], self.ours["strict"])
+
+
+class ViewTakenOutsideAnyBlock(torch.nn.Module):
+    def forward(self, x):
+        y = x.clone()
+        v = y[1:]  # taken outside any annotate block
+        y.add_(1)  # v is now stale: regenerated when used
+        with fx_traceback.annotate({"enc": 1}):
+            return (v.sin(),)
+
+
+class TestStaleViewTakenOutsideAnyBlock(TestCase):
+    """A stale view keeps the region it was taken in: none here, though the op that uses it (and regenerates
+    it) runs inside annotate({"enc": 1}). Upstream 2.13 gives the view regenerated in a decomposed strict
+    export {"enc": 1} (and the view's own region when it was taken inside a block)."""
+
+    def check(self, gm):
+        rows = [(str(n.target), n.meta.get("custom")) for n in gm.graph.nodes if n.op == "call_function"]
+        self.assertEqual([custom for op, custom in rows if "slice" in op], [None] * sum("slice" in op for op, _ in rows))
+        self.assertEqual([custom for op, custom in rows if "sin" in op], [{"enc": 1}])
+
+    def test_strict_export_and_decompositions(self):
+        ep = torch.export.export(ViewTakenOutsideAnyBlock(), (torch.randn(3, 2),), strict=True)
+        self.check(ep.graph_module)
+        self.check(ep.run_decompositions().graph_module)
+
+    def test_pre_dispatch_aot_export(self):
+        with fx_traceback.preserve_node_meta():
+            gm, _ = aot_export_module(ViewTakenOutsideAnyBlock(), (torch.randn(3, 2),), trace_joint=False,
+                                      pre_dispatch=True)
+        self.check(gm)
 
 
 if __name__ == "__main__":
