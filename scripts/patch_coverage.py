@@ -81,6 +81,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "reads the decorator's arguments of annotate's ContextDecorator wrapper only: " + _DYNAMO_ANNOTATE,
     ("torch/_dynamo/guards.py", "GuardBuilder.FX_TRACEBACK_ANNOTATION"): _CALLER_ANNOTATION,
     ("torch/_dynamo/guards.py", "GuardBuilder.FX_TRACEBACK_ANNOTATION.<locals>.matches"): _CALLER_ANNOTATION,
+    ("torch/_dynamo/guards.py", "GuardBuilder.FX_TRACEBACK_ANNOTATION.<locals>.fn"): _CALLER_ANNOTATION,
     ("torch/_dynamo/variables/ctx_manager.py", "_ambient_annotation"): _CALLER_ANNOTATION,
     ("torch/_dynamo/variables/ctx_manager.py", "_ambient_annotation_is"): _CALLER_ANNOTATION,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_repr"): _CALLER_ANNOTATION,
@@ -164,6 +165,13 @@ def apply_hunks(old: list[str], fd: FileDiff, where: str) -> tuple[list[str], li
     pos = 0  # next old line (0-based) not yet copied
     for hunk in fd.hunks:
         start = max(hunk.old_start - 1, 0) if any(l[0] in " -" for l in hunk.lines) else hunk.old_start
+        # As git apply does, a hunk whose lines moved (a patch stored once for several releases) applies at the
+        # nearest place its old lines match.
+        block = [l[1:] for l in hunk.lines if l[0] in " -"]
+        if block and old[start:start + len(block)] != block:
+            places = [i for i in range(pos, len(old) - len(block) + 1) if old[i:i + len(block)] == block]
+            if places:
+                start = min(places, key=lambda i: abs(i - start))
         if start < pos:
             raise SystemExit(f"patch_coverage: overlapping hunks in {where}")
         new += old[pos:start]
