@@ -1,7 +1,7 @@
 """Does regional_inductor group the marked nodes as upstream's partitioner does?
 
-local-regional-inductor-partitions (2.5.1-2.7.1) groups the marked nodes itself, by the rules of the 2.8+
-CapabilityBasedPartitioner, instead of calling the release's partitioner (which merges by other rules). This
+local-regional-inductor-linear-partitions groups the marked nodes with torch.fx.passes.infra._linear_partitioner,
+which proposes the partitions of upstream's (2.13) CapabilityBasedPartitioner in near-linear time. This
 builds random graphs from a seed (chains and joins of ops, some ops with several outputs taken by getitems, a
 random subset marked ``compile_with_inductor``), groups each with the installed pass's grouping and with the
 2.13 oracle's CapabilityBasedPartitioner (``.venv-oracle``, the partitioner upstream's pass calls), and counts
@@ -114,17 +114,14 @@ def partitioner_groups(gm) -> list[list[str]]:
 
 
 def pass_groups(gm) -> list[list[str]]:
-    """The groups the installed regional_inductor forms (its own grouping where the series has one: by region
-    from 179209-regional-inductor-region-ids on, all marked nodes at once before)."""
-    import torch.fx.passes.regional_inductor as ri
-
-    if hasattr(ri, "_downstream_nodes"):
-        downstream = ri._downstream_nodes(gm)
-        return [sorted(n.name for n in group) for region in regions(gm)
-                for group in ri._group_marked_nodes(gm, region, downstream)]
-    if hasattr(ri, "_group_marked_nodes"):
-        return [sorted(n.name for n in group) for group in ri._group_marked_nodes(gm)]
-    return partitioner_groups(gm)
+    """The groups the installed regional_inductor forms: those of torch.fx.passes.infra._linear_partitioner
+    (local-regional-inductor-linear-partitions) for each region in turn, or the release's partitioner's where the
+    series does not carry it."""
+    try:
+        from torch.fx.passes.infra._linear_partitioner import propose_partitions
+    except ImportError:
+        return partitioner_groups(gm)
+    return [sorted(n.name for n in p) for region in regions(gm) for p in propose_partitions(gm.graph, region.__contains__)]
 
 
 def main() -> int:

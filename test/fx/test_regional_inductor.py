@@ -2,7 +2,8 @@
 annotate({"compile_with_inductor": ...}) are compiled by Inductor, forward and backward, with the
 annotation's inductor_configs; every other op runs as traced.  Native from 2.10.0; on 2.5.1-2.9.1 the
 patches 164776-regional-inductor, 166269-regional-inductor-configs, local-regional-inductor-boxed-call and
-(before 2.8) local-regional-inductor-compile-fx and local-regional-inductor-partitions.  The annotation's
+(before 2.8) local-regional-inductor-compile-fx; on every release the marked nodes are grouped by
+local-regional-inductor-linear-partitions (test_regional_partitions.py).  The annotation's
 "inductor_region" key, which keeps regions apart, is native from 2.12 and backported to 2.5.1-2.11.0
 (179209-regional-inductor-region-ids).  The same tests run against upstream's own pass on 2.10+.
 

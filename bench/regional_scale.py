@@ -1,0 +1,178 @@
+"""Regional Inductor's region building at the scale of real models: ours against the partitioner, side by side.
+
+Region building is the step of regional_inductor that groups the marked nodes of each region into partitions
+(``_create_inductor_marked_regions``' grouping) and then fuses each partition into a submodule
+(``fuse_by_partitions``). The grouping is timed for three sides, each in a fresh interpreter:
+
+- ours: ``torch.fx.passes.infra._linear_partitioner.propose_partitions`` for each region (the installed
+  release's series, patch ``local-regional-inductor-linear-partitions``);
+- release: the installed release's ``CapabilityBasedPartitioner(allows_single_node_partition=True)`` for each
+  region (what the pass ran before the patch: on 2.8+ exactly, on 2.5.1-2.7.1 the release's partitioner, whose
+  rules the series' own quadratic grouping used to reproduce);
+- 2.13: upstream 2.13's ``CapabilityBasedPartitioner`` in ``.venv-oracle`` (what upstream's pass runs).
+
+Graphs: the residual chain of issue 33 (``x = x + relu(x)``, N ops, every op marked except one in 25: N/50
+regions) at N = 1k..32k; and the forward and backward graphs of bench/regional_inductor.py's GPT block stack
+(dim 64, attention and MLP of every block marked) at 24 and 48 layers, captured with a recording aot_autograd
+backend on each side. Per measurement: wall time of the grouping, and its peak memory (tracemalloc, a second
+run); a side that took longer than ``--limit`` seconds at one size is not run at larger ones. ``fuse`` is the
+release's ``fuse_by_partitions`` on our partitions (the same code either way), timed once per graph.
+
+    .venv/bin/python bench/regional_scale.py                          # everything, about 10 minutes
+    .venv/bin/python bench/regional_scale.py --sizes 1000,2000 --no-gpt --limit 30
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Run in a fresh interpreter: build one graph, time one side's grouping (and, asked, peak memory or the fuse).
+MEASURE = r"""
+import json, sys, time, tracemalloc
+sys.path.insert(0, sys.argv[1])
+spec = json.loads(sys.argv[2])
+import torch
+from partition_graphs import marked_regions, model_graphs
+
+def chain(n):
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    mark = {"compile_with_inductor": 0}
+    for k in range(0, n, 2):
+        r = graph.call_function(torch.ops.aten.relu.default, (x,))
+        x = graph.call_function(torch.ops.aten.add.Tensor, (x, r))
+        for i, node in enumerate((r, x), k):
+            if i % 25 != 24:
+                node.meta["custom"] = dict(mark)
+    graph.output((x,))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+if spec["graph"] == "chain":
+    gm = chain(spec["n"])
+else:
+    graphs = model_graphs(spec["graph"])
+    gm = graphs[spec["index"]]
+regions = marked_regions(gm.graph)
+
+def group():
+    if spec["side"] == "ours":
+        from torch.fx.passes.infra._linear_partitioner import propose_partitions
+        return [p for r in regions for p in propose_partitions(gm.graph, r.__contains__)]
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import create_op_support
+    out = []
+    for r in regions:
+        support = create_op_support(lambda submodules, node, r=r: node in r)
+        out += [p.nodes for p in CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True).propose_partitions()]
+    return out
+
+result = {"nodes": len(gm.graph.nodes), "torch": torch.__version__}
+if spec["what"] == "memory":
+    tracemalloc.start()
+    partitions = group()
+    result["peak_mb"] = tracemalloc.get_traced_memory()[1] / 1e6
+    tracemalloc.stop()
+else:
+    start = time.perf_counter()
+    partitions = group()
+    result["seconds"] = time.perf_counter() - start
+    if spec["what"] == "fuse":
+        from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+        start = time.perf_counter()
+        fuse_by_partitions(gm, [dict.fromkeys(p) for p in partitions], prefix="__marked_inductor_submod")
+        result["fuse_seconds"] = time.perf_counter() - start
+result["partitions"] = len(partitions)
+print(json.dumps(result))
+"""
+
+
+def measure(python: Path, spec: dict, limit: float) -> dict | None:
+    """One measurement in a fresh ``python``; None when it ran past ``limit`` seconds."""
+    try:
+        out = subprocess.run([str(python), "-c", MEASURE, str(REPO / "test" / "fx"), json.dumps(spec)],
+                             capture_output=True, text=True, timeout=limit, check=False)
+    except subprocess.TimeoutExpired:
+        return None
+    if out.returncode != 0:
+        raise SystemExit(f"{python} {spec} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cell(r: dict | None, limit: float, prev: dict | None = None) -> str:
+    if r is None:
+        return f"over {limit:.0f} s"
+    text = f"{r['seconds']:.2f} s, {r.get('peak_mb', float('nan')):.1f} MB"
+    if prev is not None:
+        text += f" (x{r['seconds'] / max(prev['seconds'], 1e-9):.1f})"
+    return text
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1000,2000,4000,8000,16000,32000")
+    p.add_argument("--limit", type=float, default=120.0, help="seconds a side may take for one graph")
+    p.add_argument("--no-gpt", action="store_true")
+    p.add_argument("--oracle", type=Path, default=REPO / ".venv-oracle" / "bin" / "python")
+    args = p.parse_args()
+    sides = {"ours": Path(sys.executable), "release": Path(sys.executable)}
+    if args.oracle.exists():
+        sides["2.13"] = args.oracle
+    import torch
+
+    print(f"torch {torch.__version__}; grouping: wall time, peak memory (tracemalloc), growth per doubling; "
+          f"fuse: the release's fuse_by_partitions on our partitions")
+    print()
+    print("| nodes | regions | " + " | ".join(sides) + " | fuse (ours) |")
+    print("|---" * (len(sides) + 3) + "|")
+    stopped: set = set()
+    previous: dict = {}
+    for n in map(int, args.sizes.split(",")):
+        row = {}
+        for side, python in sides.items():
+            spec = {"graph": "chain", "n": n, "side": "ours" if side == "ours" else "release"}
+            if side in stopped:
+                row[side] = None
+                continue
+            r = measure(python, dict(spec, what="fuse" if side == "ours" else "time"), args.limit)
+            if r is not None:
+                m = measure(python, dict(spec, what="memory"), args.limit * 3)
+                r["peak_mb"] = m["peak_mb"] if m else float("nan")
+            else:
+                stopped.add(side)
+            row[side] = r
+        first = row["ours"]
+        cells = [cell(row[s], args.limit, previous.get(s)) for s in sides]
+        print(f"| {first['nodes']:,} | {first['partitions']} | " + " | ".join(cells)
+              + f" | {first['fuse_seconds']:.2f} s |", flush=True)
+        previous = {s: r for s, r in row.items() if r is not None}
+    if args.no_gpt:
+        return 0
+    print()
+    print("GPT block stack (bench/regional_inductor.py, dim 64), forward (graph 0) and backward (graph 1):")
+    print()
+    print("| layers | graph | nodes / partitions | " + " | ".join(sides) + " | fuse (ours) |")
+    print("|---" * (len(sides) + 4) + "|")
+    for layers in (24, 48):
+        for index, label in ((0, "forward"), (1, "backward")):
+            row = {}
+            for side, python in sides.items():
+                spec = {"graph": f"gpt{layers}", "index": index, "side": "ours" if side == "ours" else "release"}
+                r = measure(python, dict(spec, what="fuse" if side == "ours" else "time"), args.limit + 120)
+                if r is not None:
+                    m = measure(python, dict(spec, what="memory"), args.limit * 3 + 120)
+                    r["peak_mb"] = m["peak_mb"] if m else float("nan")
+                row[side] = r
+            first = row["ours"]
+            print(f"| {layers} | {label} | {first['nodes']:,} / {first['partitions']} | "
+                  + " | ".join(cell(row[s], args.limit) for s in sides) + f" | {first['fuse_seconds']:.2f} s |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
