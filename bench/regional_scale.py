@@ -15,8 +15,8 @@ Graphs: the residual chain of issue 33 (``x = x + relu(x)``, N ops, every op mar
 regions) at N = 1k..32k; and the forward and backward graphs of bench/regional_inductor.py's GPT block stack
 (dim 64, attention and MLP of every block marked) at 24 and 48 layers, captured with a recording aot_autograd
 backend on each side. Per measurement: wall time of the grouping, and its peak memory (tracemalloc, a second
-run); a side that took longer than ``--limit`` seconds at one size is not run at larger ones. ``fuse`` is the
-release's ``fuse_by_partitions`` on our partitions (the same code either way), timed once per graph.
+run; on the GPT graphs for ours only); a side that took longer than ``--limit`` seconds at one size is not run at
+larger ones. ``fuse`` is the release's ``fuse_by_partitions`` on our partitions (the same code either way).
 
     .venv/bin/python bench/regional_scale.py                          # everything, about 10 minutes
     .venv/bin/python bench/regional_scale.py --sizes 1000,2000 --no-gpt --limit 30
@@ -106,7 +106,9 @@ def measure(python: Path, spec: dict, limit: float) -> dict | None:
 def cell(r: dict | None, limit: float, prev: dict | None = None) -> str:
     if r is None:
         return f"over {limit:.0f} s"
-    text = f"{r['seconds']:.2f} s, {r.get('peak_mb', float('nan')):.1f} MB"
+    text = f"{r['seconds']:.2f} s"
+    if "peak_mb" in r:
+        text += f", {r['peak_mb']:.1f} MB"
     if prev is not None:
         text += f" (x{r['seconds'] / max(prev['seconds'], 1e-9):.1f})"
     return text
@@ -117,20 +119,33 @@ def main() -> int:
     p.add_argument("--sizes", default="1000,2000,4000,8000,16000,32000")
     p.add_argument("--limit", type=float, default=120.0, help="seconds a side may take for one graph")
     p.add_argument("--no-gpt", action="store_true")
+    p.add_argument("--no-chain", action="store_true")
+    p.add_argument("--layers", default="24,48", help="GPT sizes")
+    p.add_argument("--sides", default="ours,release,2.13", help="which sides to run")
     p.add_argument("--oracle", type=Path, default=REPO / ".venv-oracle" / "bin" / "python")
     args = p.parse_args()
     sides = {"ours": Path(sys.executable), "release": Path(sys.executable)}
     if args.oracle.exists():
         sides["2.13"] = args.oracle
+    sides = {k: v for k, v in sides.items() if k in args.sides.split(",") or k == "ours"}
     import torch
 
     print(f"torch {torch.__version__}; grouping: wall time, peak memory (tracemalloc), growth per doubling; "
           f"fuse: the release's fuse_by_partitions on our partitions")
+    if not args.no_chain:
+        chain_table(args, sides)
+    if not args.no_gpt:
+        gpt_table(args, sides)
+    return 0
+
+
+def chain_table(args, sides: dict) -> None:
     print()
     print("| nodes | regions | " + " | ".join(sides) + " | fuse (ours) |")
     print("|---" * (len(sides) + 3) + "|")
     stopped: set = set()
     previous: dict = {}
+    fuse_stopped = False
     for n in map(int, args.sizes.split(",")):
         row = {}
         for side, python in sides.items():
@@ -138,40 +153,45 @@ def main() -> int:
             if side in stopped:
                 row[side] = None
                 continue
-            r = measure(python, dict(spec, what="fuse" if side == "ours" else "time"), args.limit)
+            r = measure(python, dict(spec, what="time"), args.limit)
             if r is not None:
                 m = measure(python, dict(spec, what="memory"), args.limit * 3)
                 r["peak_mb"] = m["peak_mb"] if m else float("nan")
             else:
                 stopped.add(side)
             row[side] = r
+        fuse = None if fuse_stopped else measure(sides["ours"], {"graph": "chain", "n": n, "side": "ours",
+                                                                  "what": "fuse"}, args.limit)
+        fuse_stopped = fuse is None
         first = row["ours"]
         cells = [cell(row[s], args.limit, previous.get(s)) for s in sides]
-        print(f"| {first['nodes']:,} | {first['partitions']} | " + " | ".join(cells)
-              + f" | {first['fuse_seconds']:.2f} s |", flush=True)
+        fuse_cell = f"{fuse['fuse_seconds']:.2f} s" if fuse else f"over {args.limit:.0f} s"
+        print(f"| {first['nodes']:,} | {first['partitions']} | " + " | ".join(cells) + f" | {fuse_cell} |",
+              flush=True)
         previous = {s: r for s, r in row.items() if r is not None}
-    if args.no_gpt:
-        return 0
+
+
+def gpt_table(args, sides: dict) -> None:
     print()
     print("GPT block stack (bench/regional_inductor.py, dim 64), forward (graph 0) and backward (graph 1):")
     print()
     print("| layers | graph | nodes / partitions | " + " | ".join(sides) + " | fuse (ours) |")
     print("|---" * (len(sides) + 4) + "|")
-    for layers in (24, 48):
+    for layers in map(int, args.layers.split(",")):
         for index, label in ((0, "forward"), (1, "backward")):
             row = {}
             for side, python in sides.items():
                 spec = {"graph": f"gpt{layers}", "index": index, "side": "ours" if side == "ours" else "release"}
-                r = measure(python, dict(spec, what="fuse" if side == "ours" else "time"), args.limit + 120)
-                if r is not None:
-                    m = measure(python, dict(spec, what="memory"), args.limit * 3 + 120)
+                # The graph is captured in each run (a minute or so for 48 layers), so the limit is raised.
+                r = measure(python, dict(spec, what="fuse" if side == "ours" else "time"), args.limit + 300)
+                if r is not None and side == "ours":
+                    m = measure(python, dict(spec, what="memory"), args.limit + 300)
                     r["peak_mb"] = m["peak_mb"] if m else float("nan")
                 row[side] = r
             first = row["ours"]
             print(f"| {layers} | {label} | {first['nodes']:,} / {first['partitions']} | "
-                  + " | ".join(cell(row[s], args.limit) for s in sides) + f" | {first['fuse_seconds']:.2f} s |",
-                  flush=True)
-    return 0
+                  + " | ".join(cell(row[s], args.limit + 300) for s in sides)
+                  + f" | {first['fuse_seconds']:.2f} s |", flush=True)
 
 
 if __name__ == "__main__":
