@@ -121,7 +121,10 @@ def pass_groups(gm) -> list[list[str]]:
         from torch.fx.passes.infra._linear_partitioner import propose_partitions
     except ImportError:
         return partitioner_groups(gm)
-    return [sorted(n.name for n in p) for region in regions(gm) for p in propose_partitions(gm.graph, region.__contains__)]
+    from torch.fx.passes.operator_support import create_op_support
+
+    return [sorted(n.name for n in p) for region in regions(gm)
+            for p in propose_partitions(gm, create_op_support(lambda submodules, node, region=region: node in region))]
 
 
 def main() -> int:

@@ -62,7 +62,9 @@ regions = marked_regions(gm.graph)
 def group():
     if spec["side"] == "ours":
         from torch.fx.passes.infra._linear_partitioner import propose_partitions
-        return [p for r in regions for p in propose_partitions(gm.graph, r.__contains__)]
+        from torch.fx.passes.operator_support import create_op_support
+        return [p for r in regions
+                for p in propose_partitions(gm, create_op_support(lambda submodules, node, r=r: node in r))]
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import create_op_support
     out = []

@@ -74,8 +74,9 @@ def build(spec):
 
 
 class _Holder:
-    """What CapabilityBasedPartitioner reads of a GraphModule: its graph and named_modules() (get_attr nodes of
-    a spec name no real attribute, so no GraphModule is made)."""
+    """What CapabilityBasedPartitioner and propose_partitions read of a GraphModule: its graph and
+    named_modules() (get_attr nodes of a random graph or a spec name no real attribute, so no GraphModule is
+    made)."""
 
     def __init__(self, graph):
         self.graph = graph
@@ -102,9 +103,11 @@ def upstream_partitions(gm, regions) -> list[list]:
 def linear_partitions(graph, regions) -> list[list]:
     """The same from torch.fx.passes.infra._linear_partitioner, the grouping regional_inductor uses."""
     from torch.fx.passes.infra._linear_partitioner import propose_partitions
+    from torch.fx.passes.operator_support import create_op_support
 
+    gm = graph.owning_module or _Holder(graph)
     return [[[n.name, o] for n, o in p.items()] for region in regions
-            for p in propose_partitions(graph, region.__contains__)]
+            for p in propose_partitions(gm, create_op_support(lambda submodules, node, region=region: node in region))]
 
 
 def random_graph(rng: random.Random, size: int):
