@@ -262,6 +262,19 @@ DOCUMENTED.append(Documented(
     lambda d: d.what in ("module name added", "module name removed") and _in_new_module(d), "(module surface)"))
 
 
+# The series' own new module (beyond upstream): the partitions of regional Inductor's regions in near-linear time
+# (issue 33). Only torch.fx.passes.regional_inductor imports it.
+LOCAL_NEW_MODULES = {"torch.fx.passes.infra._linear_partitioner"}
+
+DOCUMENTED.append(Documented(
+    "linear partitioner module", "`torch.fx.passes.infra._linear_partitioner` (the partitions upstream's "
+    "`CapabilityBasedPartitioner` proposes, found in near-linear time) can be imported; only regional Inductor "
+    "imports it, so a program that does not use regional Inductor sees no difference",
+    "none (local)", "local-regional-inductor-linear-partitions", NEVER,
+    lambda d: d.what in ("module name added", "module name removed") and d.key.rsplit(".", 1)[0] in LOCAL_NEW_MODULES,
+    "(module surface)"))
+
+
 @dataclass(frozen=True)
 class Pending:
     item: str  # the issue item and the fix under way
