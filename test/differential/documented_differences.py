@@ -275,6 +275,21 @@ DOCUMENTED.append(Documented(
     "(module surface)"))
 
 
+# Module-level imports a patch leaves unused where it removes the module's last use of them: the pull request
+# drops them (upstream's lint, F401, refuses an unused import), so the name is gone from the module.
+DROPPED_IMPORTS = {
+    "torch.fx.traceback.copy": ("local-annotate-fresh-dict",),  # 2.15.0's copy of the patch
+    "torch._functorch._aot_autograd.utils.copy": ("local-fwd-bw-custom-shared-values",),  # 2.13.0 and later
+}
+
+DOCUMENTED.append(Documented(
+    "unused imports dropped", "`copy` is no longer a name of `torch.fx.traceback` (2.15.0) and of "
+    "`torch._functorch._aot_autograd.utils` (2.13.0 and later): the patch removes the module's last use of it, "
+    "and upstream's lint (F401) refuses an import left unused",
+    "none (the series' own change)", "local-annotate-fresh-dict, local-fwd-bw-custom-shared-values", NEVER,
+    lambda d: d.what == "module name removed" and d.key in DROPPED_IMPORTS, "(module surface)"))
+
+
 @dataclass(frozen=True)
 class Pending:
     item: str  # the issue item and the fix under way
