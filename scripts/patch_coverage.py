@@ -87,6 +87,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_repr"): _CALLER_ANNOTATION,
     ("torch/_dynamo/variables/ctx_manager.py", "_caller_annotation_hidden"): _CALLER_ANNOTATION,
     ("torch/fx/experimental/proxy_tensor.py", "_rebuild_stale_view_grad_fns"): _ANNOTATED_TRACE,
+    ("torch/fx/passes/regional_inductor.py", "_RegionScooper.scoop_regions"):
+        "upstream's regional Inductor pass (2.10+), which a program runs only to compile the nodes it annotates "
+        "compile_with_inductor (local-regional-inductor-linear-partitions changes its grouping)",
     ("torch/fx/traceback.py", "_annotation_of"):
         "called by _rebuild_stale_view_grad_fns only, for an annotated view: " + _ANNOTATED_TRACE,
 }
@@ -94,6 +97,9 @@ ALLOWED: dict[tuple[str, str], str] = {
 # file -> (first release where a program reaches it, why not before): a whole file that cannot be reached on
 # the releases below it.
 ALLOWED_BEFORE: dict[str, tuple[str, str]] = {
+    "torch/fx/passes/infra/_linear_partitioner.py": (
+        "9999.0.0", "the series' own new module (README row 'linear partitioner module'): only regional_inductor "
+                    "imports it, and regional Inductor groups only the nodes annotated compile_with_inductor"),
     "torch/fx/passes/regional_inductor.py": (
         "2.10.0", "a module the pristine release lacks before upstream 2.10 (README row 'new modules'): nothing in "
                   "torch imports it, and a program importing it cannot run on the pristine release"),

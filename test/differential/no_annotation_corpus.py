@@ -235,6 +235,30 @@ def compile_inductor(obs):
     _train_step(obs, "step", model, compiled, torch.randn(3, 8))
 
 
+def _fusable(x, y):
+    a = torch.relu(x + y)
+    b = torch.sin(a) * 2  # sin is left out of the partitions below
+    return (a * b).sum(), torch.cos(b) + a
+
+
+@program()
+def fx_partition_and_fuse(obs):
+    """CapabilityBasedPartitioner.partition_and_fuse on a traced function, nothing annotated: the submodules
+    fuse_by_partitions / fuse_as_graphmodule make (on 2.5.1 with 135316-fuser-node-lookup's O(1) lookups)."""
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import create_op_support
+
+    gm = torch.fx.symbolic_trace(_fusable)
+    support = create_op_support(lambda submodules, node: node.op == "call_function" and node.target is not torch.sin)
+    fused = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True).partition_and_fuse()
+    obs.graph("fused", fused)
+    for name, sub in sorted(fused.named_children()):
+        obs.graph(f"fused.{name}", sub)
+    x, y = torch.randn(4), torch.randn(4)
+    for i, value in enumerate(fused(x, y)):
+        obs.result(f"out{i}", value)
+
+
 class ScaledSoftmax(nn.Module):
     """Scaled attention scores: Inductor's joint-graph pattern rewrites scale(x) - scale(x).amax()."""
 
