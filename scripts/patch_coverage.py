@@ -90,6 +90,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/fx/passes/regional_inductor.py", "_RegionScooper.scoop_regions"):
         "upstream's regional Inductor pass (2.10+), which a program runs only to compile the nodes it annotates "
         "compile_with_inductor (local-regional-inductor-linear-partitions changes its grouping)",
+    ("torch/fx/traceback.py", "_ActiveAnnotateBlocks.__init__"):
+        "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",
     ("torch/fx/traceback.py", "_annotation_of"):
         "called by _rebuild_stale_view_grad_fns only, for an annotated view: " + _ANNOTATED_TRACE,
 }
