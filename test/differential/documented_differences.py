@@ -238,12 +238,22 @@ LOCAL_PRIVATE_NAMES = {
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),
 }
 
+# Module-level imports a patch leaves unused where it removes the module's last use of them: the pull request
+# drops them (upstream's lint, F401, refuses an unused import), so the name is gone from the module.
+DROPPED_IMPORTS = {
+    "torch.fx.traceback.copy": ("local-annotate-fresh-dict",),  # 2.15.0's copy of the patch
+    "torch._functorch._aot_autograd.utils.copy": ("local-fwd-bw-custom-shared-values",),  # 2.13.0 and later
+}
+
 DOCUMENTED.append(Documented(
     "private module names", "private helpers of the series' own code in the modules it touches "
     "(`_annotation_repr`, `_AnnotateBlock`, `_SeqNrAnnotations`, ...: each is listed with its patch in "
-    "`LOCAL_PRIVATE_NAMES`); the series adds no public name and no import beyond upstream's",
+    "`LOCAL_PRIVATE_NAMES`); the series adds no public name and no import beyond upstream's, and drops an "
+    "import only where a patch removes its last use (`copy` of `fx.traceback` on 2.15.0 and of "
+    "`_functorch._aot_autograd.utils` from 2.13.0: `DROPPED_IMPORTS`, upstream's lint refuses an unused one)",
     "none (the series' own helpers)", "the patches listed with each name", NEVER,
-    lambda d: d.what == "module name added" and d.key in LOCAL_PRIVATE_NAMES, "(module surface)"))
+    lambda d: ((d.what == "module name added" and d.key in LOCAL_PRIVATE_NAMES)
+               or (d.what == "module name removed" and d.key in DROPPED_IMPORTS)), "(module surface)"))
 
 
 # Modules a series creates: a module the release does not have, importable on the patched torch only. Nothing
@@ -275,19 +285,7 @@ DOCUMENTED.append(Documented(
     "(module surface)"))
 
 
-# Module-level imports a patch leaves unused where it removes the module's last use of them: the pull request
-# drops them (upstream's lint, F401, refuses an unused import), so the name is gone from the module.
-DROPPED_IMPORTS = {
-    "torch.fx.traceback.copy": ("local-annotate-fresh-dict",),  # 2.15.0's copy of the patch
-    "torch._functorch._aot_autograd.utils.copy": ("local-fwd-bw-custom-shared-values",),  # 2.13.0 and later
-}
 
-DOCUMENTED.append(Documented(
-    "unused imports dropped", "`copy` is no longer a name of `torch.fx.traceback` (2.15.0) and of "
-    "`torch._functorch._aot_autograd.utils` (2.13.0 and later): the patch removes the module's last use of it, "
-    "and upstream's lint (F401) refuses an import left unused",
-    "none (the series' own change)", "local-annotate-fresh-dict, local-fwd-bw-custom-shared-values", NEVER,
-    lambda d: d.what == "module name removed" and d.key in DROPPED_IMPORTS, "(module surface)"))
 
 
 @dataclass(frozen=True)
