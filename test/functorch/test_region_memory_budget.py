@@ -4,16 +4,14 @@ annotation key and its reader in fx.traceback, and the min-cut partitioner
 taking the region's budget in place of
 torch._functorch.config.activation_memory_budget. On 2.13+ the same tests run
 against upstream's own implementation."""
-import os
-import tempfile
 import unittest
-from unittest import mock
 
 import torch
 import torch._dynamo
 import torch.fx.traceback as fx_traceback
 from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
 from torch._dynamo.backends.common import aot_autograd
+from torch._inductor.utils import fresh_inductor_cache
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 
@@ -138,8 +136,9 @@ class TestRegionActivationMemoryBudget(TestCase):
             return fn
 
         counters = torch._dynamo.utils.counters
-        with tempfile.TemporaryDirectory() as cache_dir, \
-                mock.patch.dict(os.environ, {"TORCHINDUCTOR_CACHE_DIR": cache_dir}), \
+        # fresh_inductor_cache: a cache folder of its own, and Inductor's in-process caches (the C++ prefix
+        # header's path among them) cleared before and after, so no later compile includes a deleted file
+        with fresh_inductor_cache(), \
                 torch._functorch.config.patch(enable_autograd_cache=True), \
                 torch._inductor.config.patch(fx_graph_cache=True):
             counters.clear()

@@ -10,6 +10,7 @@ import torch
 import torch._dynamo
 import torch.fx.traceback as fx_traceback
 from torch._inductor import config as inductor_config
+from torch._inductor.utils import fresh_inductor_cache
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 
@@ -69,7 +70,9 @@ class TestReplacementAnnotations(TestCase):
         torch._dynamo.reset()
         torch.manual_seed(0)
         x = torch.randn(2, 8, 16)
-        with inductor_config.patch(post_grad_custom_post_pass=record, fx_graph_cache=False):
+        # fresh_inductor_cache: Inductor's in-process caches cleared (a test before this one may have compiled
+        # C++ in a cache folder that is gone by now), and a cache folder of this test's own
+        with fresh_inductor_cache(), inductor_config.patch(post_grad_custom_post_pass=record, fx_graph_cache=False):
             torch.compile(model, backend="inductor")(x).sum().backward()
         torch._dynamo.reset()
         return nodes
