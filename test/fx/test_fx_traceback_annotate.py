@@ -215,16 +215,18 @@ class TestCopySemantics(TestCase):
         self.assertEqual(sin.meta["custom"]["tag"], "x")
 
 
+def _holding(annotation):
+    """A generator that holds an annotate block open between next() and close()."""
+    with fx_traceback.annotate(annotation):
+        yield
+
+
 class TestAnnotateExitOrder(TestCase):
     """local-annotate-exit-any-order: beyond upstream (upstream restores, on
     exit, what the block found on entry)."""
 
     def test_generators_closed_in_any_order_leave_nothing_behind(self):
-        def holder(annotation):
-            with fx_traceback.annotate(annotation):
-                yield
-
-        first, second = holder({"a": 1}), holder({"b": 2})
+        first, second = _holding({"a": 1}), _holding({"b": 2})
         next(first)
         next(second)
         self.assertEqual(fx_traceback.current_meta["custom"], {"a": 1, "b": 2})
@@ -234,12 +236,8 @@ class TestAnnotateExitOrder(TestCase):
         self.assertNotIn("custom", fx_traceback.current_meta)
 
     def test_out_of_order_exit_keeps_the_enclosing_annotation(self):
-        def holder(annotation):
-            with fx_traceback.annotate(annotation):
-                yield
-
         with fx_traceback.annotate({"outer": 0, "b": 0}):
-            first, second = holder({"a": 1}), holder({"b": 2})
+            first, second = _holding({"a": 1}), _holding({"b": 2})
             next(first)
             next(second)
             first.close()
@@ -247,7 +245,6 @@ class TestAnnotateExitOrder(TestCase):
             second.close()
             self.assertEqual(fx_traceback.current_meta["custom"], {"outer": 0, "b": 0})
         self.assertNotIn("custom", fx_traceback.current_meta)
-
 
     def test_exception_raised_in_the_block_reaches_the_caller_unchanged(self):
         error = KeyError("raised by the body")
@@ -269,11 +266,7 @@ class TestAnnotateExitOrder(TestCase):
         self.assertNotIn("custom", fx_traceback.current_meta)
 
     def test_generator_thrown_into_out_of_order_raises_the_thrown_exception(self):
-        def holder(annotation):
-            with fx_traceback.annotate(annotation):
-                yield
-
-        first, second = holder({"a": 1}), holder({"b": 2})
+        first, second = _holding({"a": 1}), _holding({"b": 2})
         next(first)
         next(second)
         error = ValueError("thrown into the first generator")
@@ -293,12 +286,8 @@ class TestAnnotateExitOrder(TestCase):
         block back."""
         import gc
 
-        def holder(annotation):
-            with fx_traceback.annotate(annotation):
-                yield
-
         def abandon(annotation):
-            suspended = holder(annotation)
+            suspended = _holding(annotation)
             next(suspended)
             cycle = [suspended]
             cycle.append(cycle)
