@@ -1,9 +1,11 @@
 """Which of the overlay's behaviours a release ships natively and which its series adds.
 
-The reference series (2.5.1, a release with none of them) holds every behaviour, one patch each,
-and each patch's Applied-Upstream header names the first release that ships it ("no" when none
-does). A newer release's series keeps only what that release lacks, so for a release R a
-behaviour is native when its Applied-Upstream is R or older, and added when R's series carries it.
+The reference series (2.5.1, a release with none of them) holds every behaviour, one patch each.
+A backport's Applied-Upstream header names the first release that ships the upstream change; a
+local patch is never applied upstream (Applied-Upstream: no), but where upstream reached the same
+behaviour by a change of its own, its Superseded-Upstream header names the first release that has
+it. A newer release's series keeps only what that release lacks, so for a release R a behaviour is
+native when that release is R or older, and added when R's series carries it.
 """
 from __future__ import annotations
 
@@ -21,6 +23,15 @@ def native_from(applied_upstream: str) -> str | None:
     return first.rstrip(",;") if release_key(first) else None
 
 
+def native_release(patch) -> str | None:
+    """The first release that has the patch's behaviour natively, from either header; None if none has."""
+    for field in ("Applied-Upstream", "Superseded-Upstream"):
+        since = native_from(patch.fields.get(field, ""))
+        if since:
+            return since
+    return None
+
+
 @dataclass
 class Behaviours:
     native: list[tuple[str, str]]  # (reference patch name, release that ships it)
@@ -35,7 +46,7 @@ def behaviours(series: Series, root: Path | None = None) -> Behaviours:
     for patch in reference.patches:
         if patch.name in carried:
             continue
-        since = native_from(patch.fields["Applied-Upstream"])
+        since = native_release(patch)
         if since and release_key(since) <= release_key(series.version):
             native.append((patch.name, since))
         else:

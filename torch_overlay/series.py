@@ -17,7 +17,7 @@ from .errors import OverlayError
 PATCHES_ENV = "TORCH_OVERLAY_PATCHES"
 DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Applied-Upstream", "Patch-Name")
 # Optional: the patches a pull request of the series sits on (torch_overlay/stacks.py reads and checks it).
-OPTIONAL_FIELDS = ("Stack",)
+OPTIONAL_FIELDS = ("Stack", "Superseded-Upstream")
 
 
 def default_patches_root() -> Path:

@@ -7,8 +7,11 @@
   A backport's first URL is the pull request of its name.
 - ``Forwarded``: ``not-needed`` for upstream code; for ours ``no``, ``not yet (ready to send)``, or the URL
   of the pull request we opened.
-- ``Applied-Upstream``: ``no``, or the first upstream release with the change, a release of a minor this
-  project supports (its release table row).
+- ``Applied-Upstream``: ``no``, or, for upstream code, the first upstream release with the change, a release of
+  a minor this project supports (its release table row). A local patch is ours, never applied upstream: ``no``.
+- ``Superseded-Upstream`` (local patches only, optional): the first release where upstream has the patch's
+  behaviour by a change of its own (same form, then the upstream pull request or a note), so later series
+  drop the patch.
 - ``Bug`` (optional): an upstream issue URL.
 - ``Stack`` (optional): the patches of the series the pull request sits on (test_stacks.py checks the line).
 - ``From``: the project's identity, whoever's machine made the commit (``torch-overlay refresh`` writes the
@@ -52,14 +55,16 @@ def test_header(path):
     name = path.name.removesuffix(".patch")
     assert fields.get("Patch-Name") == name
     assert set(fields) <= {"Description", "Origin", "Forwarded", "Applied-Upstream", "Patch-Name", "Bug",
-                           "Local-Changes", "Stack"}, sorted(fields)
+                           "Local-Changes", "Stack", "Superseded-Upstream"}, sorted(fields)
     origin, forwarded, applied = fields["Origin"], fields["Forwarded"], fields["Applied-Upstream"]
     kind = origin.split(",", 1)[0]
     pulls = re.findall(PULL, origin)
     if name.startswith("local-"):
         assert origin == "local"
         assert re.fullmatch(rf"no|not yet \(ready to send\)|not-needed|{PULL}( \(.*\))?", forwarded), forwarded
+        assert applied == "no", "a local patch is not applied upstream: use Superseded-Upstream for upstream's own change"
     else:
+        assert "Superseded-Upstream" not in fields, "upstream code says where upstream applied it: Applied-Upstream"
         assert kind in ("upstream", "backport"), origin
         assert forwarded == "not-needed"
         number = re.match(r"(\d+)-", name)
@@ -70,8 +75,9 @@ def test_header(path):
     assert ("Local-Changes" in fields) == (kind == "backport"), "a backport lists its Local-Changes, and only it"
     if "Bug" in fields:
         assert re.fullmatch(r"https://github\.com/pytorch/pytorch/issues/\d+( .*)?", fields["Bug"]), fields["Bug"]
-    if applied != "no":
-        release = re.match(r"(\d+)\.(\d+)\.\d+\b", applied)
-        assert release, applied
-        minors = {tuple(v.split(".")[:2]) for v in RELEASES}
-        assert release.groups() in minors, f"{applied}: not a release of a minor in the release table"
+    for since in (applied, fields.get("Superseded-Upstream", "no")):
+        if since != "no":
+            release = re.match(r"(\d+)\.(\d+)\.\d+\b", since)
+            assert release, since
+            minors = {tuple(v.split(".")[:2]) for v in RELEASES}
+            assert release.groups() in minors, f"{since}: not a release of a minor in the release table"

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from source_fixtures import patches_copy
-from torch_overlay.behaviours import behaviours, native_from
+from torch_overlay.behaviours import behaviours, native_release
 from torch_overlay.errors import OverlayError
 from torch_overlay.series import (default_patches_root, load_series, nearest_supported, release_key, series_using,
                                   supported_versions)
@@ -102,8 +102,7 @@ def test_every_behaviour_is_native_or_carried_on_every_release(release):
 def test_a_release_keeps_only_what_it_lacks(root):
     reference = load_series("2.5.1", root)
     lacking = [p for p in reference.patches
-               if not native_from(p.fields["Applied-Upstream"])
-               or release_key(native_from(p.fields["Applied-Upstream"])) > (2, 10, 0)]
+               if not native_release(p) or release_key(native_release(p)) > (2, 10, 0)]
     (root / "2.10.0" / "series").write_text("".join(f"../2.5.1/{p.name}\n" for p in lacking[1:]))
     found = behaviours(load_series("2.10.0", root))
     assert found.added == [p.name for p in lacking[1:]]
