@@ -52,9 +52,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/fx/traceback.py", "annotate_fn"): _ANNOTATE_API,
     ("torch/fx/traceback.py", "annotate_fn.<locals>.decorator"): _ANNOTATE_API,
     ("torch/fx/traceback.py", "annotate_fn.<locals>.decorator.<locals>.annotated"): _ANNOTATE_API,
-    ("torch/fx/traceback.py", "_AnnotateBlock.__init__"): "an annotate block's entry: " + _ANNOTATE_API,
-    ("torch/fx/traceback.py", "_AnnotateBlock.leave"): "an annotate block's exit: " + _ANNOTATE_API,
-    ("torch/fx/traceback.py", "_AnnotateBlock._merged_over"): "an annotate block's merge: " + _ANNOTATE_API,
     ("torch/autograd/graph.py", "region_activation_memory_budget"):
         "the memory-budget annotation (an annotate block with the budget key): " + _ANNOTATE_API,
     ("torch/fx/traceback.py", "_get_custom_metadata"): _NEW_PRIVATE_API,

@@ -3,7 +3,7 @@
 A patch written as an upstream pull request either applies alone to the pristine release, or names, in its
 DEP-3 header, exactly the patches of its series it needs below it, in the order the series applies them:
 
-    Stack: local-annotate-fresh-dict, local-annotate-exit-any-order
+    Stack: local-annotation-entered-in-trace, local-annotate-fresh-dict
 
 That is what a reviewer checks out before the pull request (ghstack's "stack" of PRs), and what
 scripts/pr_stack_check.py applies below it to test it. A stack is closed: it names every patch below it, the

@@ -223,10 +223,11 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.graph._ANNOTATION_VALUE_MAX_CHARS": ("173119-graph-code-annotation",),
     "torch.fx.graph._annotation_summary": ("173119-graph-code-annotation",),
     "torch.fx.traceback._F": ("163673-annotate",),
-    "torch.fx.traceback._AnnotateBlock": ("local-annotate-exit-any-order",),
-    "torch.fx.traceback._ActiveAnnotateBlocks": ("local-annotate-exit-any-order",),
-    "torch.fx.traceback._annotate_blocks": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._should_preserve_node_seq_nr": ("172687-preserve-node-seq-nr",),
+    "torch.fx.traceback._custom_before_trace": ("local-annotation-entered-in-trace",),
+    "torch.fx.traceback._traces_under_way": ("local-annotation-entered-in-trace",),
+    "torch.fx.traceback._trace_started": ("local-annotation-entered-in-trace",),
+    "torch.fx.traceback._annotation_entered_in_trace": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._SeqNrAnnotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._note_current_annotation": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._record_seq_nr_annotations": ("local-bw-seq-nr-ranges",),
@@ -247,7 +248,7 @@ DROPPED_IMPORTS = {
 
 DOCUMENTED.append(Documented(
     "private module names", "private helpers of the series' own code in the modules it touches "
-    "(`_annotation_repr`, `_AnnotateBlock`, `_SeqNrAnnotations`, ...: each is listed with its patch in "
+    "(`_annotation_repr`, `_SeqNrAnnotations`, ...: each is listed with its patch in "
     "`LOCAL_PRIVATE_NAMES`); the series adds no public name and no import beyond upstream's, and drops an "
     "import only where a patch removes its last use (`copy` of `fx.traceback` on 2.15.0 and of "
     "`_functorch._aot_autograd.utils` from 2.13.0: `DROPPED_IMPORTS`, upstream's lint refuses an unused one)",

@@ -550,6 +550,24 @@ class TestInplaceOnView(AnnotationTestCase):
         fw, bw = record(f, torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True))
         self.check_inplace_regions(fw, bw, {"aten.mul.Tensor": ("scale", "aten.mul.Tensor")})
 
+    def test_nested_recording_leaves_no_gap_in_the_outer_one(self):
+        """A graph traced while another one is records its own seq_nr map; the
+        outer map also knows the annotation current while the nested trace
+        ran (each change is noted in every recording under way)."""
+        import torch.fx.traceback as fx_traceback
+
+        x = torch.ones(2, requires_grad=True)
+        record_map = fx_traceback._record_seq_nr_annotations
+        with record_map() as outer:
+            with annotate({"region": "outer"}):
+                with record_map() as nested:
+                    with annotate({"region": "nested"}):
+                        in_nested = (x * 2).grad_fn._sequence_nr()
+                after_nested = (x * 3).grad_fn._sequence_nr()
+        self.assertEqual(nested.meta_at(in_nested)["custom"], {"region": "nested"})
+        self.assertEqual(outer.meta_at(in_nested)["custom"], {"region": "nested"})
+        self.assertEqual(outer.meta_at(after_nested)["custom"], {"region": "outer"})
+
 
 class _Identity(torch.autograd.Function):
     @staticmethod
