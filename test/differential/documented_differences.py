@@ -215,6 +215,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch._dynamo.variables.ctx_manager._sequence_of_pairs": ("local-dynamo-annotation-pairs",),
     "torch._dynamo.variables.functions._recreate_supported_context_manager": ("local-dynamo-context-decorator",),
     "torch._functorch._aot_autograd.functional_utils._sync_under_annotated_view_node": ("local-view-replay-outputs",),
+    "torch._functorch._aot_autograd.logging_utils._graph_tasks_with_callback": ("local-stacktrace-hooks-reset",),
     "torch._functorch._aot_autograd.utils._is_backward_node": ("164174-fwd-bw-custom", "local-fwd-bw-autograd-backward"),
     "torch.export.exported_program._inputs_and_output_by_role": ("local-export-decomp-custom",),
     "torch.export.exported_program._save_input_and_output_custom": ("local-export-decomp-custom",),
