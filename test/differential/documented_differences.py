@@ -295,12 +295,14 @@ def _internal_keys_only(value) -> bool:
 
 DOCUMENTED.append(Documented(
     "custom of a non-strict export inside preserve_node_meta()",
-    "no `_torchdynamo_disable*` keys from make_fx's own `dispatch_trace`, which the release's disable wrapper "
-    "(from 2.10) stamps on every node of a non-strict export traced inside the caller's `preserve_node_meta()` "
-    "(`_torchdynamo_disable_method: 'dispatch_trace'`); every other disabled function's ops keep theirs",
+    "no `_torchdynamo_disable*` keys from the two functions that run a whole trace, make_fx's `dispatch_trace` "
+    "and fx's `Tracer.trace` (disabled by Dynamo once it has run), which the release's disable wrapper (from "
+    "2.10) stamps on every node of a non-strict export traced inside the caller's `preserve_node_meta()` "
+    "(`_torchdynamo_disable_method: 'dispatch_trace'` or `'trace'`); every other disabled function's ops keep "
+    "theirs",
     "none (local; the keys come from upstream PR 166341)", "local-export-no-internal-keys", NEVER,
     lambda d: (d.what == "meta" and d.key == "custom" and d.patched is None and _internal_keys_only(d.pristine)
-               and "'dispatch_trace'" in d.pristine),
+               and ("': 'dispatch_trace'" in d.pristine or "': 'trace'" in d.pristine)),
     "export_disabled_functions"))
 
 

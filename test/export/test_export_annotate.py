@@ -108,6 +108,12 @@ class ExportAnnotateTests(TestCase):
         ep = self.export(False, M())
         self.assertEqual({n.name: n.meta["custom"] for n in ep.graph.nodes if "custom" in n.meta}, {})
 
+    def test_no_internal_keys_inside_preserve_node_meta_once_dynamo_has_run(self):
+        # Dynamo wraps fx's Tracer.trace in disable the first time it runs (from 2.10 that wrapper, too,
+        # annotates the whole non-strict trace while exporting, unless patched)
+        torch.compile(lambda x: x + 1, backend="eager")(torch.randn(2))
+        self.test_no_internal_keys_in_custom_inside_preserve_node_meta()
+
     def test_disabled_functions_other_than_dispatch_trace_keep_their_keys(self):
         # Only make_fx's own dispatch_trace goes unannotated; torch.utils.checkpoint.checkpoint, disabled
         # too, keeps the keys the wrapper gives its ops inside a preserve_node_meta() (from 2.10, upstream PR
