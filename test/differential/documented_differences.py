@@ -302,7 +302,7 @@ DOCUMENTED.append(Documented(
     "theirs",
     "none (local; the keys come from upstream PR 166341)", "local-export-no-internal-keys", NEVER,
     lambda d: (d.what == "meta" and d.key == "custom" and d.patched is None and _internal_keys_only(d.pristine)
-               and ("': 'dispatch_trace'" in d.pristine or "': 'trace'" in d.pristine)),
+               and re.search(r"_torchdynamo_disable_method'?: '?(dispatch_)?trace'?[,}]", d.pristine) is not None),
     "export_disabled_functions"))
 
 
