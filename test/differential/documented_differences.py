@@ -215,6 +215,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch._dynamo.variables.ctx_manager._sequence_of_pairs": ("local-dynamo-annotation-pairs",),
     "torch._dynamo.variables.functions._recreate_supported_context_manager": ("local-dynamo-context-decorator",),
     "torch._functorch._aot_autograd.functional_utils._sync_under_annotated_view_node": ("local-view-replay-outputs",),
+    "torch._functorch._aot_autograd.logging_utils._graph_tasks_with_callback": ("local-stacktrace-hooks-reset",),
     "torch._functorch._aot_autograd.utils._is_backward_node": ("164174-fwd-bw-custom", "local-fwd-bw-autograd-backward"),
     "torch.export.exported_program._inputs_and_output_by_role": ("local-export-decomp-custom",),
     "torch.export.exported_program._save_input_and_output_custom": ("local-export-decomp-custom",),
@@ -234,6 +235,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._annotation_of": ("local-view-grad-fn-rebuild",),
     "torch.fx.experimental.proxy_tensor._rebuild_stale_view_grad_fns": ("local-view-grad-fn-rebuild",),
+    "torch.fx.experimental.proxy_tensor._user_annotation": ("local-export-nonstrict-custom",),
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),
@@ -286,7 +288,23 @@ DOCUMENTED.append(Documented(
     "(module surface)"))
 
 
+def _internal_keys_only(value) -> bool:
+    """A stringified custom that holds torch._dynamo.disable's internal keys, and only them."""
+    return (isinstance(value, str) and "_torchdynamo_disable" in value
+            and all(part.strip().startswith("_torchdynamo_disable") for part in value.strip("{}").split(", ")))
 
+
+DOCUMENTED.append(Documented(
+    "custom of a non-strict export inside preserve_node_meta()",
+    "no `_torchdynamo_disable*` keys from the two functions that run a whole trace, make_fx's `dispatch_trace` "
+    "and fx's `Tracer.trace` (disabled by Dynamo once it has run), which the release's disable wrapper (from "
+    "2.10) stamps on every node of a non-strict export traced inside the caller's `preserve_node_meta()` "
+    "(`_torchdynamo_disable_method: 'dispatch_trace'` or `'trace'`); every other disabled function's ops keep "
+    "theirs",
+    "none (local; the keys come from upstream PR 166341)", "local-export-no-internal-keys", NEVER,
+    lambda d: (d.what == "meta" and d.key == "custom" and d.patched is None and _internal_keys_only(d.pristine)
+               and re.search(r"_torchdynamo_disable_method'?: '?(dispatch_)?trace'?[,}]", d.pristine) is not None),
+    "export_disabled_functions"))
 
 
 @dataclass(frozen=True)
@@ -295,29 +313,6 @@ class Pending:
     covers: Callable  # Difference -> bool
 
 
-def _internal_keys_only(value) -> bool:
-    """A stringified custom that holds torch._dynamo.disable's internal keys, and only them."""
-    return (isinstance(value, str) and "_torchdynamo_disable" in value
-            and all(part.strip().startswith("_torchdynamo_disable") for part in value.strip("{}").split(", ")))
-
-
-PENDING = [
-    Pending(
-        "issue 32 section 3 (found by export_nonstrict_preserved_meta, 2.10+): local-export-no-internal-keys keeps "
-        "torch._dynamo.disable's _torchdynamo_disable* keys out of custom for torch's own disabled functions also "
-        "inside a user preserve_node_meta(), where the release stamps them on every node of a non-strict export "
-        "that annotates nothing; to do: limit the patch to the custom local-export-nonstrict-custom records "
-        "without preserve_node_meta()",
-        lambda d: (d.what == "meta" and d.key == "custom" and d.patched is None
-                   and _internal_keys_only(d.pristine))),
-    Pending(
-        "issue 32 section 3 (found by export_disabled_functions, 2.10+): local-export-nonstrict-custom records, "
-        "without preserve_node_meta(), the _torchdynamo_disable* keys torch._dynamo.disable puts around a user's "
-        "disabled function while exporting, so a non-strict export that annotates nothing has custom on that "
-        "function's ops where the release records none; to do: leave those keys out of the custom recorded "
-        "without preserve_node_meta()",
-        lambda d: (d.what == "meta" and d.key == "custom" and d.pristine is None
-                   and _internal_keys_only(d.patched))),
-]
+PENDING: list[Pending] = []
 
 

@@ -82,6 +82,58 @@ class ExportAnnotateTests(TestCase):
         self.assertEqual({n.name: n.meta["custom"] for n in ep.graph.nodes if n.meta.get("custom")},
                          {"linear": EXPECTED_CUSTOM})
 
+    def test_caller_annotation_stays_off_inputs_output_and_unannotated_ops(self):
+        # an eager annotate() around export: only the block the module enters records, merged with
+        # the caller's annotation (upstream 2.13's strict export does the same; the oracle test below)
+        for strict in (True, False):
+            with self.subTest(strict=strict):
+                torch._dynamo.reset()
+                with fx_traceback.annotate({"caller": 1}):
+                    ep = torch.export.export(Annotated(), (torch.randn(2, 4),), strict=strict)
+                got = {n.name: n.meta.get("custom") for n in ep.graph.nodes if not n.name.startswith("p_")}
+                self.assertEqual(got, {"x": None, "linear": {"caller": 1, **EXPECTED_CUSTOM}, "relu": None,
+                                       "output": None})
+
+    def test_disabled_user_function_records_nothing_when_nothing_is_annotated(self):
+        # From 2.10 torch._dynamo.disable annotates the function it wraps with internal keys while
+        # exporting; they are Dynamo's bookkeeping, recorded only under a user preserve_node_meta().
+        @torch._dynamo.disable
+        def scale(x):
+            return x * 2
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return scale(x).relu()
+
+        ep = self.export(False, M())
+        self.assertEqual({n.name: n.meta["custom"] for n in ep.graph.nodes if "custom" in n.meta}, {})
+
+    def test_no_internal_keys_inside_preserve_node_meta_once_dynamo_has_run(self):
+        # Dynamo wraps fx's Tracer.trace in disable the first time it runs (from 2.10 that wrapper, too,
+        # annotates the whole non-strict trace while exporting, unless patched)
+        torch.compile(lambda x: x + 1, backend="eager")(torch.randn(2))
+        self.test_no_internal_keys_in_custom_inside_preserve_node_meta()
+
+    def test_disabled_functions_other_than_dispatch_trace_keep_their_keys(self):
+        # Only make_fx's own dispatch_trace goes unannotated; torch.utils.checkpoint.checkpoint, disabled
+        # too, keeps the keys the wrapper gives its ops inside a preserve_node_meta() (from 2.10, upstream PR
+        # 166341: no such keys before)
+        class Checkpointed(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                return torch.utils.checkpoint.checkpoint(self.lin, x, use_reentrant=False).relu()
+
+        torch._dynamo.reset()
+        with fx_traceback.preserve_node_meta():
+            ep = torch.export.export(Checkpointed(), (torch.randn(2, 4),), strict=False)
+        keys = {"_torchdynamo_disable": True, "_torchdynamo_disable_recursive": True,
+                "_torchdynamo_disable_method": "checkpoint"}
+        self.assertEqual({n.name: n.meta["custom"] for n in ep.graph.nodes if n.meta.get("custom")},
+                         {"linear": keys} if torch.__version__ >= (2, 10) else {})
+
     def test_run_decompositions_keeps_custom(self):
         for strict in (True, False):
             with self.subTest(strict=strict):
@@ -206,7 +258,10 @@ class Annotated(torch.nn.Module):
             y = self.lin(x)
         return torch.nn.functional.relu(y)
 ep = torch.export.export(Annotated(), (torch.randn(2, 4),), strict=True)
-out = {"export": {str(n.target): n.meta.get("custom") for n in ep.graph.nodes if n.op == "call_function"},
+with fx_traceback.annotate({"caller": 1}):
+    in_caller = torch.export.export(Annotated(), (torch.randn(2, 4),), strict=True)
+out = {"in_caller": {n.name: n.meta.get("custom") for n in in_caller.graph.nodes},
+       "export": {str(n.target): n.meta.get("custom") for n in ep.graph.nodes if n.op == "call_function"},
        "decomposed": {str(n.target): n.meta.get("custom") for n in ep.run_decompositions().graph.nodes
                       if n.op == "call_function"}}
 print(json.dumps(out, sort_keys=True))

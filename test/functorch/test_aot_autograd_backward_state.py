@@ -211,16 +211,60 @@ class BadBackward(torch.autograd.Function):
         raise RuntimeError("backward refused")
 
 
+def stack_traces_of_traced_step(step):
+    """node name -> stack_trace of a make_fx trace of ``step``, whose backward runs under the stack-trace
+    preservation hooks (as aot_autograd's joint trace sets them up)."""
+    with fx_traceback.preserve_node_meta():
+        gm = make_fx(step)(torch.randn(3, requires_grad=True))
+    return {n.name: n.meta.get("stack_trace") for n in call_nodes(gm)}
+
+
+def grad_step(x):
+    y = x.sin()
+    out = (y * y).cos().sum()  # y used twice: a "Gradient addition" node in the backward
+    logging_utils.setup_stacktrace_preservation_hooks([out.grad_fn])
+    (grad,) = torch.autograd.grad(out, x)
+    return grad * 2  # traced after the backward
+
+
+def backward_in_a_hook(grad):
+    # a backward of its own (a nested graph task), run from a hook of the outer backward
+    with torch.enable_grad():
+        v = grad.detach().requires_grad_()
+        inner = (v * v).sum()
+        logging_utils.setup_stacktrace_preservation_hooks([inner.grad_fn])
+        torch.autograd.grad(inner, v)
+    return grad
+
+
+def grad_step_with_nested_backward(x):
+    y = x.sin()
+    y.register_hook(backward_in_a_hook)
+    out = (y * y).cos().sum()
+    logging_utils.setup_stacktrace_preservation_hooks([out.grad_fn])
+    (grad,) = torch.autograd.grad(out, x)
+    return grad * 2  # traced after the backward
+
+
 class TestNoStateLeaksBetweenCaptures(TestCase):
-    def test_failed_backward_trace_does_not_disable_stack_restore(self):
+    def test_failed_backward_trace_does_not_change_the_next_trace(self):
+        before = stack_traces_of_traced_step(grad_step)
         failing = aot_function(lambda x: BadBackward.apply(x.sin()).sum(), fw_compiler=nop, bw_compiler=nop)
         with self.assertRaisesRegex(RuntimeError, "backward refused"):
             failing(torch.randn(2, requires_grad=True))
-        working = aot_function(lambda x: x.sin().sum(), fw_compiler=nop, bw_compiler=nop)
-        working(torch.randn(2, requires_grad=True)).backward()
-        # the callback that restores the stack trace after a backward ran again
-        self.assertFalse(logging_utils.callback_set)
-        self.assertEqual(fx_traceback.current_meta, {})
+        # the node traced after the backward gets the stack trace the callback restores (none here), not
+        # the one the last backward node left ("Gradient addition node ...")
+        self.assertEqual(stack_traces_of_traced_step(grad_step), before)
+        self.assertIsNone(before["mul_5"])
+
+    def test_backward_run_from_a_hook_leaves_the_outer_restore_alone(self):
+        traces = stack_traces_of_traced_step(grad_step_with_nested_backward)
+        last = list(traces)[-1]
+        self.assertEqual(last, "mul_8")  # grad * 2, after the outer backward
+        # the outer backward ends with the stack trace of before it, not with one of its own nodes'
+        self.assertIsNone(traces[last])
+        # and the backward nodes keep what the hooks gave them: the accumulation of y's two uses
+        self.assertEqual(traces["add_1"], "Gradient addition node due to multiple use of tensor around:")
 
     def test_capture_twice_and_in_any_order_gives_identical_metadata(self):
         def tables(order):

@@ -8,6 +8,7 @@ local-regional-inductor-linear-partitions (test_regional_partitions.py).  The an
 (179209-regional-inductor-region-ids).  The same tests run against upstream's own pass on 2.10+.
 
 Inductor compiles on CPU with a C++ compiler, so every test compiles as few regions as it can."""
+import copy
 import operator
 import os
 import unittest
@@ -134,6 +135,8 @@ fallback_random=True: aten.mul.Tensor aten.mul.Tensor aten.mul.Tensor""")
 2 regions, traced: aten.cos.default aten.cos.default aten.mul.Tensor aten.mul.Tensor""")
         self.assertFalse(inductor_config.fallback_random)
         self.assert_equals_eager(two_regions, inputs, out)
+        # A copy stays boxed (AOTAutograd's caches and the minifier deepcopy graphs).
+        self.assertEqual([getattr(copy.deepcopy(g), "_boxed_call", False) for g in returned], [True, True])
 
     @unittest.skipUnless(RUN_COMPILING, f"compiles C++; CI runs it on {sorted(COMPILING_RELEASES)}")
     def test_inductor_region_ids_compile_regions_apart(self):
