@@ -5,8 +5,8 @@
 - ``Origin``: ``local``; or ``upstream, <pull request URL>[, ...]`` (the change as upstream made it); or
   ``backport, <pull request URL>[, ...]`` with a ``Local-Changes:`` field listing what differs from it.
   A backport's first URL is the pull request of its name.
-- ``Forwarded``: ``not-needed`` for upstream code; for ours ``no``, ``not yet (ready to send)``, or the URL
-  of the pull request we opened.
+- ``Forwarded``: ``not-needed`` for upstream code; for ours ``no`` (not sent yet: in DEP-3 any value other than
+  ``no`` and ``not-needed`` says the patch was sent), ``not-needed``, or the URL of the pull request we opened.
 - ``Applied-Upstream``: ``no``, or, for upstream code, the first upstream release with the change, a release of
   a minor this project supports (its release table row). A local patch is ours, never applied upstream: ``no``.
 - ``Superseded-Upstream`` (local patches only, optional): the first release where upstream has the patch's
@@ -61,7 +61,7 @@ def test_header(path):
     pulls = re.findall(PULL, origin)
     if name.startswith("local-"):
         assert origin == "local"
-        assert re.fullmatch(rf"no|not yet \(ready to send\)|not-needed|{PULL}( \(.*\))?", forwarded), forwarded
+        assert re.fullmatch(rf"no|not-needed|{PULL}( \(.*\))?", forwarded), forwarded
         assert applied == "no", "a local patch is not applied upstream: use Superseded-Upstream for upstream's own change"
     else:
         assert "Superseded-Upstream" not in fields, "upstream code says where upstream applied it: Applied-Upstream"
