@@ -14,7 +14,9 @@ residual additions stay outside the regions. The four ways:
 
 Each way runs in a process of its own with an empty Inductor cache (TORCHINDUCTOR_CACHE_DIR), so no way profits
 from another's compiled code. compile_s: wall time of the first training step (forward, backward, optimizer
-step) minus the median step; step_s: median of the timed steps after two warm-up steps; peak_rss_mb: the
+step) minus the median step; step_s: median of the timed steps after two warm-up steps; regions_s (regional
+only): wall time of region building (``_create_inductor_marked_regions``: grouping and fuse, forward and
+backward) and its share of compile_s; peak_rss_mb: the
 process's peak resident set size (getrusage ru_maxrss), compilation included; it is not tracemalloc, which does
 not see tensor memory.
 """
@@ -91,6 +93,30 @@ def compiled(model, way: str):
     return torch.compile(model, backend=aot_autograd(fw_compiler=regional_inductor, bw_compiler=regional_inductor))
 
 
+def time_region_building() -> dict:
+    """Time regional_inductor's region building (grouping + fuse: ``_create_inductor_marked_regions``, called by
+    name from ``regional_inductor``) in this process: the function is wrapped in the module, the outermost call
+    of each compile timed (2.5.1's pass calls itself for nested graphs). A measurement aid of this bench only."""
+    import torch.fx.passes.regional_inductor as pass_module
+
+    inner = pass_module._create_inductor_marked_regions
+    totals = {"seconds": 0.0, "calls": 0, "depth": 0}
+
+    def timed(gm):
+        totals["depth"] += 1
+        start = time.perf_counter()
+        try:
+            return inner(gm)
+        finally:
+            totals["depth"] -= 1
+            if totals["depth"] == 0:
+                totals["seconds"] += time.perf_counter() - start
+                totals["calls"] += 1
+
+    pass_module._create_inductor_marked_regions = timed
+    return totals
+
+
 def run_way(way: str, args) -> dict:
     import resource
     import statistics
@@ -98,6 +124,7 @@ def run_way(way: str, args) -> dict:
     import torch
 
     torch.manual_seed(0)
+    regions = time_region_building() if way == "regional" else None
     model = build_model(args.layers, args.dim, args.heads)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     fn = compiled(model, way)
@@ -116,7 +143,8 @@ def run_way(way: str, args) -> dict:
         step()
     times = [step()[0] for _ in range(args.steps)]
     median = statistics.median(times)
-    return {"way": way, "compile_s": max(first - median, 0.0), "step_s": median,
+    out = {"regions_s": regions["seconds"], "regions_calls": regions["calls"]} if regions else {}
+    return {**out, "way": way, "compile_s": max(first - median, 0.0), "step_s": median,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "first_loss": first_loss}
 
 
@@ -151,11 +179,14 @@ def main() -> int:
                 return 1
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     eager_step = next((r["step_s"] for r in rows if r["way"] == "eager"), None)
-    print(f"{'way':10} {'compile_s':>10} {'step_s':>9} {'vs eager':>9} {'peak_rss_mb':>12} {'first_loss':>11}")
+    print(f"{'way':10} {'compile_s':>10} {'step_s':>9} {'vs eager':>9} {'peak_rss_mb':>12} {'first_loss':>11}"
+          f" {'regions_s (share of compile)':>29}")
     for r in rows:
         ratio = f"{r['step_s'] / eager_step:.2f}" if eager_step else "-"
+        share = (f"{r['regions_s']:.2f} s ({100 * r['regions_s'] / max(r['compile_s'], 1e-9):.1f} %, "
+                 f"{r['regions_calls']} graphs)") if "regions_s" in r else "-"
         print(f"{r['way']:10} {r['compile_s']:10.2f} {r['step_s']:9.4f} {ratio:>9} {r['peak_rss_mb']:12.0f} "
-              f"{r['first_loss']:11.6f}")
+              f"{r['first_loss']:11.6f} {share:>29}")
     return 0
 
 

@@ -16,7 +16,15 @@ regions) at N = 1k..32k; and the forward and backward graphs of bench/regional_i
 (dim 64, attention and MLP of every block marked) at 24 and 48 layers, captured with a recording aot_autograd
 backend on each side. Per measurement: wall time of the grouping, and its peak memory (tracemalloc, a second
 run; on the GPT graphs for ours only); a side that took longer than ``--limit`` seconds at one size is not run at
-larger ones. ``fuse`` is the release's ``fuse_by_partitions`` on our partitions (the same code either way).
+larger ones. ``fuse`` is the release's ``fuse_by_partitions`` on our partitions, as the pass calls it
+(``validate_all_at_once=True``: every partition checked for cycles in one pass over the graph).
+
+The whole step (``--no-step`` leaves it out), on the residual chain: ours is the pass's own
+``_create_inductor_marked_regions`` (grouping + fuse); release is the release's partitioner and its
+``fuse_by_partitions`` with the walk per partition (the pass before the patch); 2.13 the same in the oracle.
+Beside it the fuse alone on our partitions, ours (``validate_all_at_once=True``) and the release's walk per
+partition. Each cell wall / CPU seconds (the machine is shared: CPU time is the steadier figure), growth of the
+CPU time per doubling, and peak memory (tracemalloc, a second run).
 
     .venv/bin/python bench/regional_scale.py                          # everything, about 10 minutes
     .venv/bin/python bench/regional_scale.py --sizes 1000,2000 --no-gpt --limit 30
@@ -73,6 +81,47 @@ def group():
         out += [p.nodes for p in CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True).propose_partitions()]
     return out
 
+def fuse(partitions, fast):
+    # this release's fuse_by_partitions, as the pass calls it (ours: validate_all_at_once=True, one check of
+    # every partition; release: the walk per partition)
+    import inspect
+    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+    kwargs = {"validate_all_at_once": True} if fast else {}
+    if "always_return_tuple" in inspect.signature(fuse_by_partitions).parameters and spec.get("tuple"):
+        kwargs["always_return_tuple"] = True
+    return fuse_by_partitions(gm, partitions, prefix="__marked_inductor_submod", **kwargs)
+
+def step():
+    # the whole step: ours is the pass's own _create_inductor_marked_regions; the release's is its partitioner
+    # and its fuse_by_partitions with the walk per partition (the pass before the patch)
+    if spec["side"] == "ours":
+        from torch.fx.passes.regional_inductor import _create_inductor_marked_regions
+        return _create_inductor_marked_regions(gm)
+    return fuse([dict.fromkeys(p) for p in group()], False)
+
+if spec["what"] in ("step", "fuse_only"):
+    # wall and CPU time (the machine is shared: CPU time is the steadier figure), or peak memory (tracemalloc)
+    if spec["what"] == "fuse_only":
+        partitions = group()
+        run = lambda: fuse([dict.fromkeys(p) for p in partitions], spec["fast"])
+    else:
+        run = step
+    import gc
+    gc.collect()
+    if spec.get("memory"):
+        tracemalloc.start()
+        run()
+        out = {"peak_mb": tracemalloc.get_traced_memory()[1] / 1e6}
+        tracemalloc.stop()
+    else:
+        wall, cpu = time.perf_counter(), time.process_time()
+        run()
+        out = {"seconds": time.perf_counter() - wall, "cpu": time.process_time() - cpu}
+    out["nodes"] = len(gm.graph.nodes) if spec["what"] == "fuse_only" else spec.get("n")
+    out["submodules"] = sum(n.op == "call_module" for n in gm.graph.nodes)
+    print(json.dumps(out))
+    sys.exit(0)
+
 result = {"nodes": len(gm.graph.nodes), "torch": torch.__version__}
 if spec["what"] == "memory":
     tracemalloc.start()
@@ -84,9 +133,8 @@ else:
     partitions = group()
     result["seconds"] = time.perf_counter() - start
     if spec["what"] == "fuse":
-        from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
         start = time.perf_counter()
-        fuse_by_partitions(gm, [dict.fromkeys(p) for p in partitions], prefix="__marked_inductor_submod")
+        fuse([dict.fromkeys(p) for p in partitions], True)
         result["fuse_seconds"] = time.perf_counter() - start
 result["partitions"] = len(partitions)
 print(json.dumps(result))
@@ -121,7 +169,8 @@ def main() -> int:
     p.add_argument("--sizes", default="1000,2000,4000,8000,16000,32000")
     p.add_argument("--limit", type=float, default=120.0, help="seconds a side may take for one graph")
     p.add_argument("--no-gpt", action="store_true")
-    p.add_argument("--no-chain", action="store_true")
+    p.add_argument("--no-chain", action="store_true", help="no grouping table")
+    p.add_argument("--no-step", action="store_true", help="no whole-step / fuse table")
     p.add_argument("--layers", default="24,48", help="GPT sizes")
     p.add_argument("--sides", default="ours,release,2.13", help="which sides to run")
     p.add_argument("--oracle", type=Path, default=REPO / ".venv-oracle" / "bin" / "python")
@@ -136,6 +185,8 @@ def main() -> int:
           f"fuse: the release's fuse_by_partitions on our partitions")
     if not args.no_chain:
         chain_table(args, sides)
+    if not args.no_step:
+        step_table(args, sides)
     if not args.no_gpt:
         gpt_table(args, sides)
     return 0
@@ -171,6 +222,57 @@ def chain_table(args, sides: dict) -> None:
         print(f"| {first['nodes']:,} | {first['partitions']} | " + " | ".join(cells) + f" | {fuse_cell} |",
               flush=True)
         previous = {s: r for s, r in row.items() if r is not None}
+
+
+def step_cell(r: dict | None, limit: float, prev: dict | None = None) -> str:
+    """wall / CPU seconds, growth of the CPU time per doubling, peak memory."""
+    if r is None:
+        return f"over {limit:.0f} s"
+    text = f"{r['seconds']:.2f} / {r['cpu']:.2f} s"
+    if prev is not None:
+        text += f" (x{r['cpu'] / max(prev['cpu'], 1e-9):.1f})"
+    if "peak_mb" in r:
+        text += f", {r['peak_mb']:.0f} MB"
+    return text
+
+
+def step_table(args, sides: dict) -> None:
+    """The whole step (grouping + fuse: _create_inductor_marked_regions) and the fuse alone, ours and the
+    release's, side by side."""
+    print()
+    print("Whole step (grouping + fuse) and fuse alone; each cell: wall / CPU seconds (growth of the CPU time per "
+          "doubling), peak memory (tracemalloc)")
+    print()
+    step_sides = {"ours": sides["ours"], "release": sides["release"]}
+    if "2.13" in sides:
+        step_sides["2.13"] = sides["2.13"]
+    heads = [f"step ({s})" for s in step_sides] + ["fuse (ours)", "fuse (release)"]
+    print("| nodes | submodules | " + " | ".join(heads) + " |")
+    print("|---" * (len(heads) + 2) + "|")
+    stopped: set = set()
+    previous: dict = {}
+    for n in map(int, args.sizes.split(",")):
+        row: dict = {}
+        jobs = [(f"step ({s})", python, {"what": "step", "side": "ours" if s == "ours" else "release"})
+                for s, python in step_sides.items()]
+        jobs += [("fuse (ours)", sides["ours"], {"what": "fuse_only", "side": "ours", "fast": True}),
+                 ("fuse (release)", sides["ours"], {"what": "fuse_only", "side": "ours", "fast": False})]
+        for head, python, extra in jobs:
+            if head in stopped:
+                row[head] = None
+                continue
+            spec = dict(extra, graph="chain", n=n, tuple=True)
+            r = measure(python, spec, args.limit)
+            if r is None:
+                stopped.add(head)
+            elif head in ("step (ours)", "fuse (ours)", "fuse (release)"):
+                m = measure(python, dict(spec, memory=True), args.limit * 3)
+                r["peak_mb"] = m["peak_mb"] if m else float("nan")
+            row[head] = r
+        subs = row["step (ours)"]["submodules"] if row.get("step (ours)") else "?"
+        print(f"| {n:,} | {subs} | " + " | ".join(step_cell(row[h], args.limit, previous.get(h)) for h in heads)
+              + " |", flush=True)
+        previous = {h: r for h, r in row.items() if r is not None}
 
 
 def gpt_table(args, sides: dict) -> None:

@@ -87,6 +87,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/fx/passes/regional_inductor.py", "_RegionScooper.scoop_regions"):
         "upstream's regional Inductor pass (2.10+), which a program runs only to compile the nodes it annotates "
         "compile_with_inductor (local-regional-inductor-linear-partitions changes its grouping)",
+    ("torch/fx/passes/utils/fuser_utils.py", "_fused_graph_is_acyclic"):
+        "called by fuse_by_partitions only with validate_all_at_once=True, which only regional Inductor passes, to "
+        "fuse the nodes annotated compile_with_inductor (local-regional-inductor-linear-partitions)",
     ("torch/fx/traceback.py", "_ActiveAnnotateBlocks.__init__"):
         "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",
     ("torch/fx/traceback.py", "_annotation_of"):
