@@ -196,26 +196,6 @@ class TestRegionalFuse(TestCase):
             return graph, [marked]
         self.assertEqual(self.assert_same_fuse(make), "fused")
 
-    def test_pass_fuses_all_at_once(self):
-        """The pass asks for the check in one pass: fuse_by_partitions' per-partition walk never runs when the
-        partitions make no cycle."""
-        from unittest import mock
-
-        from torch.fx.passes.regional_inductor import _create_inductor_marked_regions
-        from torch.fx.passes.utils import fuser_utils
-
-        graph = torch.fx.Graph()
-        x = graph.placeholder("x")
-        for k in range(40):
-            x = graph.call_function(torch.ops.aten.relu.default if k % 2 else torch.ops.aten.neg.default, (x,))
-            if k % 7:
-                x.meta["custom"] = {"compile_with_inductor": 0}
-        graph.output((x,))
-        with mock.patch.object(fuser_utils, "validate_partition", wraps=fuser_utils.validate_partition) as walk:
-            gm = _create_inductor_marked_regions(torch.fx.GraphModule(torch.nn.Module(), graph))
-        self.assertEqual(sum(n.op == "call_module" for n in gm.graph.nodes), 6)
-        self.assertEqual(walk.call_count, 0)
-
 
 if __name__ == "__main__":
     run_tests()
