@@ -26,7 +26,8 @@ REGIONS = ({"region": "attention"}, {"region": "mlp"})
 
 
 def scope(custom, backward=False):
-    return "annotation " + json.dumps(custom, sort_keys=True) + (" (backward)" if backward else "")
+    suffix = " (backward)" if backward else ""
+    return "annotation " + json.dumps(custom, sort_keys=True) + suffix
 
 
 class TwoRegions(torch.nn.Module):
@@ -41,11 +42,14 @@ class TwoRegions(torch.nn.Module):
         self.down = torch.nn.Linear(32, 16)
 
     def region(self, custom):
-        return fx_traceback.annotate(custom) if self.annotated else contextlib.nullcontext()
+        if self.annotated:
+            return fx_traceback.annotate(custom)
+        return contextlib.nullcontext()
 
     def forward(self, x):
         with self.region(REGIONS[0]):
-            probs = torch.softmax(self.q(x) @ self.k(x).transpose(-1, -2) * 0.25, dim=-1) @ x
+            scores = self.q(x) @ self.k(x).transpose(-1, -2) * 0.25
+            probs = torch.softmax(scores, dim=-1) @ x
         with self.region(REGIONS[1]):
             return self.down(torch.relu(self.up(probs)))
 
@@ -56,7 +60,8 @@ def compile_step(model, **config):
     torch._dynamo.reset()
     torch.manual_seed(0)
     x = torch.randn(2, 8, 16)
-    # fresh_inductor_cache: Inductor's in-process caches cleared and a cache folder of this call's own
+    # fresh_inductor_cache: Inductor's in-process caches cleared, a cache folder of
+    # this call's own
     with fresh_inductor_cache(), inductor_config.patch(**config):
         compiled = torch.compile(model, backend="inductor")
         _, code = run_and_get_code(lambda: compiled(x).sum().backward())
@@ -68,7 +73,8 @@ def compile_step(model, **config):
 
 def kernel_names(code):
     """The generated kernels and extern calls a wrapper calls, in call order."""
-    return re.findall(r"^\s*((?:cpp_fused|triton_)\w+|extern_kernels\.\w+)\(", code, flags=re.M)
+    call = r"^\s*((?:cpp_fused|triton_)\w+|extern_kernels\.\w+)\("
+    return re.findall(call, code, flags=re.MULTILINE)
 
 
 class TestKernelAnnotations(TestCase):
@@ -87,47 +93,64 @@ class TestKernelAnnotations(TestCase):
         read = "import torch._inductor.config as c; print(c.kernel_annotations)"
         for value, expected in (("1", "True"), ("0", "False")):
             env = {**os.environ, "TORCHINDUCTOR_KERNEL_ANNOTATIONS": value}
-            out = subprocess.run([sys.executable, "-c", read], env=env, capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-c", read],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             self.assertEqual(out.stdout.strip(), expected)
 
     def test_output_code_names_both_regions(self):
         self.assertEqual(len(self.on_code), 2)
         for code in self.on_code:
-            named = set(re.findall(r"# Annotation: (.*)$", code, flags=re.M))
-            self.assertEqual(named, {json.dumps(custom, sort_keys=True) for custom in REGIONS})
+            named = set(re.findall(r"# Annotation: (.*)$", code, flags=re.MULTILINE))
+            expected = {json.dumps(custom, sort_keys=True) for custom in REGIONS}
+            self.assertEqual(named, expected)
 
     def test_every_call_runs_in_its_region_scope(self):
-        # Every kernel and extern call of this fully annotated block has a scope, and its
-        # comment sits inside the scope, beside the call.
+        # Every kernel and extern call of this fully annotated block has a scope,
+        # and its comment sits inside the scope, beside the call.
         for code, backward in zip(self.on_code, (False, True)):
             calls = kernel_names(code)
             self.assertTrue(calls)
-            scopes = re.findall(
-                r"^( *)with torch\.profiler\.record_function\('([^']*)', '([^']*)'\):\n\1    # .*\n", code, flags=re.M
+            scope_line = (
+                r"^( *)with torch\.profiler\.record_function\('([^']*)', '([^']*)'\):\n"
+                r"\1    # .*\n"
             )
+            scopes = re.findall(scope_line, code, flags=re.MULTILINE)
             self.assertEqual([kernel for _, _, kernel in scopes], calls)
-            self.assertEqual({name for _, name, _ in scopes}, {scope(custom, backward) for custom in REGIONS})
+            names = {name for _, name, _ in scopes}
+            self.assertEqual(names, {scope(custom, backward) for custom in REGIONS})
 
     def test_profiler_events_name_both_regions_forward_and_backward(self):
         named = {name for name in self.on_events if name.startswith("annotation {")}
-        expected = {scope(custom, backward) for custom in REGIONS for backward in (False, True)}
+        expected = {
+            scope(custom, backward) for custom in REGIONS for backward in (False, True)
+        }
         self.assertEqual(named, expected)
 
     def test_kernel_names_do_not_change(self):
-        self.assertEqual([kernel_names(c) for c in self.on_code], [kernel_names(c) for c in self.off_code])
+        self.assertEqual(
+            [kernel_names(c) for c in self.on_code],
+            [kernel_names(c) for c in self.off_code],
+        )
 
     def test_flag_off_writes_nothing(self):
         for code in self.off_code:
             self.assertNotIn("# Annotation", code)
             self.assertNotIn("record_function", code)
             self.assertNotIn("annotation {", code)
-        self.assertEqual([name for name in self.off_events if name.startswith("annotation")], [])
+        named = [name for name in self.off_events if name.startswith("annotation")]
+        self.assertEqual(named, [])
 
     def test_flag_on_without_annotations_writes_nothing(self):
         for code in self.unannotated_code:
             self.assertNotIn("# Annotation", code)
             self.assertNotIn("record_function", code)
-        self.assertEqual([name for name in self.unannotated_events if name.startswith("annotation")], [])
+        events = self.unannotated_events
+        self.assertEqual([name for name in events if name.startswith("annotation")], [])
 
     def test_fx_graph_cache_key_leaves_the_flag_out_while_off(self):
         gm = make_fx(lambda x: torch.relu(x) + 1)(torch.randn(4))
@@ -145,7 +168,8 @@ class TestKernelAnnotations(TestCase):
         finally:
             inductor_config._config["kernel_annotations"] = entry
         self.assertEqual(off, without)
-        # On, the key differs: annotated output code never comes from an entry compiled without it.
+        # On, the key differs: annotated output code never comes from an entry
+        # compiled without it.
         with inductor_config.patch(kernel_annotations=True):
             self.assertNotEqual(key(), off)
         self.assertEqual(key(), off)
