@@ -17,7 +17,7 @@ import torch
 import torch._dynamo
 import torch.fx.traceback as fx_traceback
 from torch._inductor import config as inductor_config
-from torch._inductor.codecache import compiled_fx_graph_hash
+from torch._inductor.codecache import compiled_fx_graph_hash, FxGraphHashDetails
 from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing._internal.common_utils import TestCase, run_tests
@@ -105,7 +105,9 @@ class TestKernelAnnotations(TestCase):
     def test_output_code_names_both_regions(self):
         self.assertEqual(len(self.on_code), 2)
         for code in self.on_code:
-            named = set(re.findall(r"# Annotation: (.*)$", code, flags=re.MULTILINE))
+            # a kernel fused across the two regions names both: "<json1>; <json2>"
+            comments = re.findall(r"# Annotation: (.*)$", code, flags=re.MULTILINE)
+            named = {part for comment in comments for part in comment.split("; ")}
             expected = {json.dumps(custom, sort_keys=True) for custom in REGIONS}
             self.assertEqual(named, expected)
 
@@ -156,24 +158,25 @@ class TestKernelAnnotations(TestCase):
         gm = make_fx(lambda x: torch.relu(x) + 1)(torch.randn(4))
         inputs = [torch.randn(4)]
 
+        def hashed_config():
+            return FxGraphHashDetails(gm, inputs, {}, []).inductor_config
+
         def key():
             return compiled_fx_graph_hash(gm, inputs, {}, [])[0]
 
-        off = key()
-        self.assertIn("kernel_annotations", inductor_config.save_config_portable())
-        # Without the option at all, as in the release, the key is the same.
-        entry = inductor_config._config.pop("kernel_annotations")
-        try:
-            without = key()
-        finally:
-            inductor_config._config["kernel_annotations"] = entry
-        self.assertEqual(off, without)
+        off, off_key = hashed_config(), key()
+        with inductor_config.patch(kernel_annotations=True):
+            on, on_key = hashed_config(), key()
+        # Off, the hashed config is what a torch without the option hashes: every
+        # other entry, and no trace of this one.
+        self.assertNotIn("kernel_annotations", off)
+        self.assertIs(on["kernel_annotations"], True)
+        others = {k: v for k, v in on.items() if k != "kernel_annotations"}
+        self.assertEqual(off, others)
         # On, the key differs: annotated output code never comes from an entry
         # compiled without it.
-        with inductor_config.patch(kernel_annotations=True):
-            self.assertNotEqual(key(), off)
-        self.assertEqual(key(), off)
-
+        self.assertNotEqual(on_key, off_key)
+        self.assertEqual(key(), off_key)
 
 if __name__ == "__main__":
     run_tests()
