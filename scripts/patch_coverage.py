@@ -47,6 +47,12 @@ _CALLER_ANNOTATION = ("runs only with torch._dynamo.config.trace_under_caller_an
 _NEW_PRIVATE_API = ("a private helper of upstream's API that the pristine release lacks and nothing in torch calls "
                     "(a program calling it cannot run on the pristine release; its tests are the patch's)")
 _ANNOTATED_TRACE = "runs only once an annotation was current in the trace (the recording's annotated flag)"
+_TRITON_ONLY = ("a Triton kernel's call site (local-inductor-kernel-annotations wraps it in the kernel_call the C++ "
+                "kernels' flush shares, which the corpus reaches): Inductor generates Triton kernels on a GPU only, "
+                "and the corpus runs on CPU")
+_KERNEL_ANNOTATIONS_ON = ("runs only with torch._inductor.config.kernel_annotations on (off by default; the "
+                          "pristine release has no such option): kernel_call returns before it when the option "
+                          "is off (local-inductor-kernel-annotations)")
 ALLOWED: dict[tuple[str, str], str] = {
     ("torch/fx/traceback.py", "annotate"): _ANNOTATE_API,
     ("torch/fx/traceback.py", "annotate_fn"): _ANNOTATE_API,
@@ -94,6 +100,18 @@ ALLOWED: dict[tuple[str, str], str] = {
         "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",
     ("torch/fx/traceback.py", "_annotation_of"):
         "called by _rebuild_stale_view_grad_fns only, for an annotated view: " + _ANNOTATED_TRACE,
+    **{("torch/_inductor/kernel_annotations.py", name): _KERNEL_ANNOTATIONS_ON for name in (
+        "annotation_json", "annotated_origins", "_graph_order", "annotations", "scope_name", "_GraphFacts.__init__",
+        "_facts", "_ScopeEnter.__init__", "_ScopeEnter.codegen", "_ScopeExit.__init__", "_ScopeExit.codegen",
+        "_origins_of")},
+    # The call sites of Triton kernels (the same kernel_call as the C++ kernels' flush, which the corpus reaches):
+    # the corpus runs on CPU, where Inductor generates C++ kernels only.
+    **{("torch/_inductor/codegen/simd.py", name): _TRITON_ONLY for name in (
+        "SIMDScheduling.codegen_node_schedule", "SIMDScheduling.codegen_template")},
+    ("torch/_inductor/codegen/cpp.py", "CppScheduling.codegen_template"):
+        "the C++ GEMM template's call site (the same kernel_call as the C++ kernels' flush, which the corpus "
+        "reaches): Inductor picks the template only under max_autotune with the CPP GEMM backend, which times "
+        "candidate kernels (no corpus program autotunes)",
 }
 
 # file -> (first release where a program reaches it, why not before): a whole file that cannot be reached on

@@ -307,6 +307,23 @@ DOCUMENTED.append(Documented(
     "export_disabled_functions"))
 
 
+# The series' own new module (beyond upstream, issue 34): the kernel_annotations option's comments and profiler
+# scopes. Inductor's code generation imports it; with the option off (the default) it writes nothing, and the
+# option is left out of the FX graph cache key (compile_inductor_output_code compares the output code and the
+# profiler events of an unannotated step text for text).
+KERNEL_ANNOTATIONS_MODULE = "torch._inductor.kernel_annotations"
+
+DOCUMENTED.append(Documented(
+    "kernel annotations module", "`torch._inductor.kernel_annotations` (the comments and profiler scopes of the "
+    "option `torch._inductor.config.kernel_annotations`, off by default) can be imported, and Inductor imports it "
+    "when it generates code; with the option off it writes nothing: the output code, kernel names, profiler events "
+    "and FX graph cache key are the release's",
+    "none (local)", "local-inductor-kernel-annotations", NEVER,
+    lambda d: (d.what in ("module name added", "module name removed")
+               and d.key.rsplit(".", 1)[0] == KERNEL_ANNOTATIONS_MODULE),
+    "(module surface)"))
+
+
 @dataclass(frozen=True)
 class Pending:
     item: str  # the issue item and the fix under way

@@ -8,6 +8,7 @@ test suite runs on every release; scripts/no_annotation_differential.sh runs the
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -285,6 +286,28 @@ def compile_inductor_pattern_replacement(obs):
     with inductor_config.patch(post_grad_custom_post_pass=record):
         compiled = torch.compile(model, backend="inductor")
         _train_step(obs, "step", model, compiled, torch.randn(2, 4, 8))
+
+
+_CACHE_PATH = re.compile(r'#include "[^"]+/')  # the folder of Inductor's cache differs from side to side
+_GRAPH_KEY = re.compile(r"(CompiledFxGraph )\w+")  # the FX graph cache key hashes torch's own source files
+
+
+@program()
+def compile_inductor_output_code(obs):
+    """Inductor's output code (forward and backward) of a training step and the names of the profiler events
+    of a second step, text for text: what local-inductor-kernel-annotations writes only with its option on
+    (kernel calls and extern calls, C++ kernels fused over a softmax and an MLP)."""
+    from torch._inductor.utils import run_and_get_code
+
+    model = ScaledSoftmax()
+    compiled = torch.compile(model, backend="inductor")
+    x = torch.randn(2, 4, 8)
+    _, code = run_and_get_code(lambda: compiled(x).backward())
+    for i, text in enumerate(code):
+        obs.result(f"output_code[{i}]", _CACHE_PATH.sub('#include "<cache>/', text))
+    with torch.profiler.profile() as prof:
+        compiled(x).backward()
+    obs.result("profiler events", sorted({_GRAPH_KEY.sub(r"\1<key>", e.name) for e in prof.events()}))
 
 
 # --- context managers, decorators and generators under Dynamo ------------------------------------------------
