@@ -1,0 +1,259 @@
+"""``torch-overlay report --profile``: per-region forward and backward time and kernel count of a script's steps.
+
+The times come from the scopes the series' ``kernel_annotations`` Inductor flag puts in the profiler events
+(the format is fixed in the overlay's kernel-annotations interface): with the flag on, every kernel call and
+extern call that came from annotated FX nodes -- and, in graphs that run eagerly (``aot_eager``, the non-compiled
+parts of a regional Inductor graph), every run of consecutive nodes with one annotation -- runs inside
+``torch.profiler.record_function(NAME, ARGS)`` with
+
+    NAME = "annotation " + json.dumps(custom, sort_keys=True, default=repr) [+ " (backward)"]
+
+This module has three parts, each usable alone:
+
+- :func:`region_times`, a pure function from profiler events to per-region sums; it only reads names, times and
+  the parent links of ``torch.profiler`` events, so it is tested on real profiles of scopes of that name;
+- :func:`check_kernel_annotations`, the refusal, before the script runs, of a torch without the flag;
+- :class:`ScriptProfiler`, which turns the flag on and profiles the script's run except its compilations.
+
+A region's time is the scopes' own time: each scope's span less the spans of the annotation scopes nested
+directly in it (a regional Inductor graph's compiled region runs its kernels' scopes inside the eager scope
+of the nodes around it), so no time is counted twice. It is not the profiler's "self" time, which would leave
+out the aten ops an extern call's scope holds. Its kernel count is the number of scopes: kernel calls, summed
+over the steps the script ran.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+from ..errors import OverlayError
+from .model import Report, region_of
+
+SCOPE_PREFIX = "annotation "
+BACKWARD_SUFFIX = " (backward)"
+FLAG = "kernel_annotations"
+FLAG_ENV = "TORCHINDUCTOR_KERNEL_ANNOTATIONS"
+
+
+def annotation_key(custom: dict) -> str:
+    """The text that names ``custom`` in a scope: the JSON of the interface, keys sorted."""
+    return json.dumps(custom, sort_keys=True, default=repr)
+
+
+def parse_scope_name(name: str) -> Optional[tuple]:
+    """(annotation key, annotation, backward) of an annotation scope's event name; None for any other event,
+    a user's scope whose name merely starts like one (its text after "annotation " is no JSON object) included."""
+    if not name.startswith(SCOPE_PREFIX + "{"):
+        return None
+    text = name[len(SCOPE_PREFIX):]
+    backward = text.endswith(BACKWARD_SUFFIX)
+    if backward:
+        text = text[:-len(BACKWARD_SUFFIX)]
+    try:
+        custom = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(custom, dict):
+        return None
+    return annotation_key(custom), custom, backward
+
+
+@dataclass
+class RegionTime:
+    """One region's sums over the profiled run; times in microseconds."""
+    key: str        # annotation_key of the annotation
+    custom: dict
+    forward_us: float = 0.0
+    forward_kernels: int = 0
+    backward_us: float = 0.0
+    backward_kernels: int = 0
+
+    @property
+    def total_us(self) -> float:
+        return self.forward_us + self.backward_us
+
+
+def _span_us(event) -> float:
+    return float(event.time_range.end - event.time_range.start)
+
+
+def region_times(events: Iterable) -> list:
+    """Per-region sums of the annotation scopes among ``events`` (``torch.profiler`` FunctionEvents, as
+    ``profile.events()`` gives them, their ``cpu_parent`` links set), regions in the order their first scope
+    started."""
+    scopes = []
+    for event in events:
+        parsed = parse_scope_name(event.name)
+        if parsed is not None:
+            scopes.append((event, parsed))
+    scope_ids = {id(event) for event, _ in scopes}
+    nested_us: dict = {}
+    for event, _ in scopes:
+        parent = event.cpu_parent
+        while parent is not None and id(parent) not in scope_ids:
+            parent = parent.cpu_parent
+        if parent is not None:
+            nested_us[id(parent)] = nested_us.get(id(parent), 0.0) + _span_us(event)
+    regions: dict = {}
+    for event, (key, custom, backward) in sorted(scopes, key=lambda s: s[0].time_range.start):
+        region = regions.setdefault(key, RegionTime(key, custom))
+        own = max(_span_us(event) - nested_us.get(id(event), 0.0), 0.0)
+        if backward:
+            region.backward_us += own
+            region.backward_kernels += 1
+        else:
+            region.forward_us += own
+            region.forward_kernels += 1
+    return list(regions.values())
+
+
+def page_names(times: list, report: Report) -> dict:
+    """{annotation key: the region's name on the page}: the report's name (``repr`` of the annotation) where
+    the captured graphs have the region, else the key itself."""
+    names = {}
+    for region in report.regions:
+        ops = [op for _, op in region.forward] + [b.op for b in region.backward]
+        custom = next((op.custom for op in ops if op.custom), None)
+        if custom is not None and region_of(custom) == region.name:
+            names[annotation_key(custom)] = region.name
+    return {t.key: names.get(t.key, t.key) for t in times}
+
+
+def trace_path(page: Path) -> Path:
+    """The Chrome trace beside the page: ``report.html`` -> ``report.trace.json``."""
+    return page.with_name(f"{page.stem}.trace.json")
+
+
+def _series_with_flag() -> list:
+    """The releases whose series carry a patch that adds the flag, oldest first."""
+    from ..series import default_patches_root, load_series, supported_versions
+
+    root = default_patches_root()
+    found = []
+    for version in supported_versions(root):
+        try:
+            patches = load_series(version, root).patches
+        except OverlayError:
+            continue
+        if any(f"config.{FLAG}" in p.path.read_text(encoding="utf-8", errors="replace")
+               or f"{FLAG} =" in p.path.read_text(encoding="utf-8", errors="replace") for p in patches):
+            found.append(version)
+    return found
+
+
+def check_kernel_annotations(torch) -> None:
+    """Refuse, before the script runs, a torch whose Inductor has no ``kernel_annotations`` flag, saying why
+    (no overlay applied, an applied series older than the flag, a release whose series has no such patch) and
+    what to do."""
+    import torch._inductor.config as inductor_config
+
+    if hasattr(inductor_config, FLAG):
+        return
+    from ..installation import base_version
+
+    version = base_version(torch.__version__)
+    what = f"torch {torch.__version__} has no torch._inductor.config.{FLAG}, the flag that names regions in profiler events"
+    unchanged = "the script was not run; no report was written"
+    with_flag = _series_with_flag()
+    if version in with_flag:
+        applied = hasattr(torch.fx.traceback, "annotate")
+        why = "an older series is applied" if applied else "the overlay is not applied"
+        raise OverlayError(f"{what} ({why})", unchanged=unchanged,
+                           todo="run 'torch-overlay status': it names the command that brings this torch to its "
+                                "current series (which adds the flag); then run the report again")
+    others = f"releases whose series add it: {', '.join(with_flag)}" if with_flag else \
+        "no release's series adds it yet"
+    raise OverlayError(f"{what}: the torch-overlay series for {version} does not add it ({others})",
+                       unchanged=unchanged,
+                       todo="run the report without --profile" + (
+                           f", or install a release that has the flag ('pip install torch=={with_flag[-1]}', then "
+                           "'torch-overlay apply')" if with_flag else ""))
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2 for one call: torch's profiler prints "Toggling CPU activity with CUDA activity
+    on may result in traces ..." on every toggle of a CPU-only profile (its condition does not look at the
+    activities), twice per compilation here, which says nothing about the user's script."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class ScriptProfiler:
+    """Profiles what the script runs, with the flag on, except while torch.compile compiles.
+
+    The steps of a script are whatever it runs between its compilations: the profiler records from the script's
+    start to its end and is paused from each of Dynamo's compile-start callbacks to the compile-end callback
+    (``torch._dynamo.callback_handler``, on every release) -- compiling under the profiler records every fake op
+    the tracers run, twenty times the events of the steps of the demo model. The first step's kernels run
+    after its compilation ends, so every step's kernels are recorded. A script that profiles itself cannot be
+    run under ``--profile`` (one profiler at a time)."""
+
+    def __init__(self):
+        self.events = None
+        self._profiler = None
+        self._activities = None
+        self._compiling = 0
+
+    def _compile_start(self, *args) -> None:
+        self._compiling += 1
+        if self._compiling == 1:
+            with _quiet_stderr():
+                self._profiler.toggle_collection_dynamic(False, self._activities)
+
+    def _compile_end(self, *args) -> None:
+        if self._compiling == 0:
+            return
+        self._compiling -= 1
+        if self._compiling == 0:
+            with _quiet_stderr():
+                self._profiler.toggle_collection_dynamic(True, self._activities)
+
+    @contextlib.contextmanager
+    def running(self):
+        import torch
+        import torch._inductor.config as inductor_config
+        from torch.profiler import ProfilerActivity, profile
+
+        check_kernel_annotations(torch)
+        self._activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        handler = torch._dynamo.callback_handler
+        saved_env = os.environ.get(FLAG_ENV)
+        os.environ[FLAG_ENV] = "1"  # for any process the script starts
+        try:
+            with inductor_config.patch({FLAG: True}), profile(activities=self._activities) as prof:
+                self._profiler = prof
+                handler.register_start_callback(self._compile_start)
+                handler.register_end_callback(self._compile_end)
+                try:
+                    yield self
+                finally:
+                    handler.remove_start_callback(self._compile_start)
+                    handler.remove_end_callback(self._compile_end)
+                    if self._compiling:
+                        self._compiling = 1
+                        self._compile_end()
+        finally:
+            if saved_env is None:
+                os.environ.pop(FLAG_ENV, None)
+            else:
+                os.environ[FLAG_ENV] = saved_env
+        self.events = prof.events()
+
+    def export_chrome_trace(self, path: Path) -> None:
+        self._profiler.export_chrome_trace(str(path))
