@@ -15,7 +15,8 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 
 from torch_overlay.report.capture import CapturedGraph, CapturedOp
 from torch_overlay.report.model import build_report
-from torch_overlay.report.profile import annotation_key, page_names, parse_scope_name, region_times, trace_path
+from torch_overlay.report.profile import (annotation_key, page_names, parse_scope_name, quote_names, region_times,
+                                          trace_path)
 
 ATTENTION = {"region": "attention"}
 HEAD = {"region": "head", "layer": 0}
@@ -157,6 +158,33 @@ class TestPage(TestCase):
             annotation_key(HEAD): repr(HEAD),  # as the coverage table names it
             annotation_key(ATTENTION): annotation_key(ATTENTION),  # not captured: its key
         })
+
+    def test_the_chrome_trace_opens(self):
+        """torch writes an event's name unquoted into the Chrome trace; the scopes' names are JSON with quotes
+        (a string value with a quote and a backslash here): once quoted, the trace is JSON again, names intact."""
+        import tempfile
+        from pathlib import Path
+
+        odd = {"region": 'say "hi" \\ bye'}
+        x = torch.randn(16, 16)
+
+        def body():
+            for custom, backward in ((ATTENTION, False), (odd, False), (ATTENTION, True)):
+                with scope(custom, backward):
+                    x.mm(x)
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            body()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "trace.json"
+            prof.export_chrome_trace(str(path))
+            names = {e.name for e in prof.events() if parse_scope_name(e.name)}
+            trace = json.loads(quote_names(path.read_text(encoding="utf-8"), names))
+        scopes = [e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("annotation")]
+        self.assertEqual(sorted(scopes), sorted([
+            'annotation {"region": "attention"}', 'annotation {"region": "attention"} (backward)',
+            "annotation " + json.dumps(odd, sort_keys=True)]))
+        self.assertEqual([parse_scope_name(n)[1] for n in sorted(scopes)][-1], odd)
 
     def test_trace_beside_the_page(self):
         from pathlib import Path

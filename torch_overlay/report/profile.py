@@ -87,8 +87,12 @@ def region_times(events: Iterable) -> list:
     """Per-region sums of the annotation scopes among ``events`` (``torch.profiler`` FunctionEvents, as
     ``profile.events()`` gives them, their ``cpu_parent`` links set), regions in the order their first scope
     started."""
+    from torch.autograd import DeviceType
+
     scopes = []
     for event in events:
+        if event.device_type != DeviceType.CPU:
+            continue  # the copy of a scope a GPU's timeline shows (the CPU scope holds its launch)
         parsed = parse_scope_name(event.name)
         if parsed is not None:
             scopes.append((event, parsed))
@@ -123,6 +127,19 @@ def page_names(times: list, report: Report) -> dict:
         if custom is not None and region_of(custom) == region.name:
             names[annotation_key(custom)] = region.name
     return {t.key: names.get(t.key, t.key) for t in times}
+
+
+@dataclass
+class ProfilePage:
+    """What the page shows of a profile: the regions' sums, their names on the page, the trace's file name."""
+    times: list   # [RegionTime]
+    names: dict   # {annotation key: name on the page}
+    trace: str    # the Chrome trace's file name, beside the page
+
+
+def profile_page(events, report: Report, trace: str) -> ProfilePage:
+    times = region_times(events)
+    return ProfilePage(times, page_names(times, report), trace)
 
 
 def trace_path(page: Path) -> Path:
@@ -256,4 +273,23 @@ class ScriptProfiler:
         self.events = prof.events()
 
     def export_chrome_trace(self, path: Path) -> None:
+        """The profiler's Chrome trace at ``path``, the scopes' names made valid JSON (:func:`quote_names`)."""
         self._profiler.export_chrome_trace(str(path))
+        names = {e.name for e in self.events if parse_scope_name(e.name) is not None}
+        text = path.read_text(encoding="utf-8")
+        path.write_text(quote_names(text, names), encoding="utf-8")
+
+
+def quote_names(trace: str, names: Iterable) -> str:
+    """``trace`` (the text of a Chrome trace torch wrote) with each of ``names`` quoted as JSON.
+
+    torch (2.5.1 and 2.13 checked) writes an event's name between quotes as it is (backslashes turned into
+    slashes), so the quotes of an annotation scope's JSON end the string early and no JSON reader (Perfetto,
+    chrome://tracing, json.load) opens the file. The names are known (the profile's own events), so each is
+    replaced where it stands quoted, as torch wrote it, by its JSON string; nothing else in the file changes."""
+    for name in names:
+        if '"' not in name and "\\" not in name:
+            continue
+        for written in dict.fromkeys((name.replace("\\", "/"), name)):
+            trace = trace.replace(f'"{written}"', json.dumps(name))
+    return trace
