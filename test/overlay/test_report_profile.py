@@ -140,6 +140,51 @@ class TestRegionTimes(TestCase):
         self.assertEqual(region_times(profiled(lambda: x.mm(x))), [])
 
 
+PAUSE_PROGRAM = """
+import contextlib, torch
+from torch.profiler import ProfilerActivity, profile, record_function
+from torch_overlay.report.profile import CompilePause
+
+def f(x):
+    return torch.sin(x) * 2
+
+def in_compiled_code(event):
+    while event is not None and event.name != "CompiledFunction":
+        event = event.cpu_parent
+    return event is not None
+
+for pause in (False, True):
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="aot_eager")
+    x = torch.randn(4, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with CompilePause(prof, [ProfilerActivity.CPU]).installed() if pause else contextlib.nullcontext():
+            for _ in range(3):
+                with record_function("step"):
+                    compiled(x).sum().backward()
+    sin = [e for e in prof.events() if e.name == "aten::sin"]
+    print(sum(map(in_compiled_code, sin)), sum(not in_compiled_code(e) for e in sin),
+          sum(e.name == "step" for e in prof.events()))
+"""
+
+
+class TestCompilePause(TestCase):
+    def test_compilation_is_not_recorded(self):
+        """Compiling traces sin with fake tensors under the profiler (events outside the compiled function's
+        runs); paused, the profile holds only the steps' runs of the compiled function, and torch's "Toggling CPU
+        activity ..." lines (printed on every toggle) are not shown."""
+        import subprocess
+        import sys
+
+        proc = subprocess.run([sys.executable, "-c", PAUSE_PROGRAM], capture_output=True, text=True, timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        whole, paused = [[int(n) for n in line.split()] for line in proc.stdout.splitlines()]
+        self.assertGreater(whole[1], 0)  # compile-time sin, recorded without the pause
+        self.assertGreaterEqual(paused[0], 3)  # each step's sin
+        self.assertEqual(paused[1:], [0, 3])
+        self.assertNotIn("Toggling", proc.stderr)
+
+
 class TestPage(TestCase):
     def test_page_names_are_the_report_regions(self):
         def op(name, custom):

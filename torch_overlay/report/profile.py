@@ -197,7 +197,8 @@ def check_kernel_annotations(torch) -> None:
 def _quiet_stderr():
     """Silence file descriptor 2 for one call: torch's profiler prints "Toggling CPU activity with CUDA activity
     on may result in traces ..." on every toggle of a CPU-only profile (its condition does not look at the
-    activities), twice per compilation here, which says nothing about the user's script."""
+    activities), twice per compilation here, and 2.13 "Requested callback is not found" when a toggled profile
+    stops; neither says anything about the user's script."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:
@@ -211,35 +212,59 @@ def _quiet_stderr():
         os.close(saved)
 
 
-class ScriptProfiler:
-    """Profiles what the script runs, with the flag on, except while torch.compile compiles.
+class CompilePause:
+    """Pauses ``profiler`` (a running ``torch.profiler.profile``) while torch.compile compiles: from each of
+    Dynamo's compile-start callbacks to its compile-end callback (``torch._dynamo.callback_handler``, on every
+    release). Compiling under the profiler records every fake op the tracers run: twenty times the events of the
+    demo model's steps, and twice the run time."""
 
-    The steps of a script are whatever it runs between its compilations: the profiler records from the script's
-    start to its end and is paused from each of Dynamo's compile-start callbacks to the compile-end callback
-    (``torch._dynamo.callback_handler``, on every release) -- compiling under the profiler records every fake op
-    the tracers run, twenty times the events of the steps of the demo model. The first step's kernels run
-    after its compilation ends, so every step's kernels are recorded. A script that profiles itself cannot be
-    run under ``--profile`` (one profiler at a time)."""
+    def __init__(self, profiler, activities):
+        self._profiler = profiler
+        self._activities = activities
+        self._depth = 0
+
+    def _toggle(self, enable: bool) -> None:
+        with _quiet_stderr():
+            self._profiler.toggle_collection_dynamic(enable, self._activities)
+
+    def _start(self, *args) -> None:  # 2.13 passes CallbackArgs, 2.5.1 nothing
+        self._depth += 1
+        if self._depth == 1:
+            self._toggle(False)
+
+    def _end(self, *args) -> None:
+        if self._depth:
+            self._depth -= 1
+            if self._depth == 0:
+                self._toggle(True)
+
+    @contextlib.contextmanager
+    def installed(self):
+        import torch._dynamo
+
+        handler = torch._dynamo.callback_handler
+        handler.register_start_callback(self._start)
+        handler.register_end_callback(self._end)
+        try:
+            yield self
+        finally:
+            handler.remove_start_callback(self._start)
+            handler.remove_end_callback(self._end)
+            if self._depth:  # a compilation that never ended
+                self._depth = 0
+                self._toggle(True)
+
+
+class ScriptProfiler:
+    """Profiles what the script runs, with the flag on, except while torch.compile compiles (:class:`CompilePause`).
+
+    The steps of a script are whatever it runs outside its compilations: the profiler records from the script's
+    start to its end. The first step's kernels run after its compilation ends, so every step's kernels are
+    recorded. A script that profiles itself cannot be run under ``--profile`` (one profiler at a time)."""
 
     def __init__(self):
         self.events = None
         self._profiler = None
-        self._activities = None
-        self._compiling = 0
-
-    def _compile_start(self, *args) -> None:
-        self._compiling += 1
-        if self._compiling == 1:
-            with _quiet_stderr():
-                self._profiler.toggle_collection_dynamic(False, self._activities)
-
-    def _compile_end(self, *args) -> None:
-        if self._compiling == 0:
-            return
-        self._compiling -= 1
-        if self._compiling == 0:
-            with _quiet_stderr():
-                self._profiler.toggle_collection_dynamic(True, self._activities)
 
     @contextlib.contextmanager
     def running(self):
@@ -248,23 +273,19 @@ class ScriptProfiler:
         from torch.profiler import ProfilerActivity, profile
 
         check_kernel_annotations(torch)
-        self._activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-        handler = torch._dynamo.callback_handler
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         saved_env = os.environ.get(FLAG_ENV)
         os.environ[FLAG_ENV] = "1"  # for any process the script starts
+        prof = self._profiler = profile(activities=activities)
         try:
-            with inductor_config.patch({FLAG: True}), profile(activities=self._activities) as prof:
-                self._profiler = prof
-                handler.register_start_callback(self._compile_start)
-                handler.register_end_callback(self._compile_end)
+            with inductor_config.patch({FLAG: True}):
+                prof.start()
                 try:
-                    yield self
+                    with CompilePause(prof, activities).installed():
+                        yield self
                 finally:
-                    handler.remove_start_callback(self._compile_start)
-                    handler.remove_end_callback(self._compile_end)
-                    if self._compiling:
-                        self._compiling = 1
-                        self._compile_end()
+                    with _quiet_stderr():  # 2.13: "Requested callback is not found", the toggles' doing
+                        prof.stop()
         finally:
             if saved_env is None:
                 os.environ.pop(FLAG_ENV, None)
