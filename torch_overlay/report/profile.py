@@ -147,7 +147,7 @@ def trace_path(page: Path) -> Path:
     return page.with_name(f"{page.stem}.trace.json")
 
 
-def _series_with_flag() -> list:
+def releases_with_flag() -> list:
     """The releases whose series carry a patch that adds the flag, oldest first."""
     from ..series import default_patches_root, load_series, supported_versions
 
@@ -177,7 +177,7 @@ def check_kernel_annotations(torch) -> None:
     version = base_version(torch.__version__)
     what = f"torch {torch.__version__} has no torch._inductor.config.{FLAG}, the flag that names regions in profiler events"
     unchanged = "the script was not run; no report was written"
-    with_flag = _series_with_flag()
+    with_flag = releases_with_flag()
     if version in with_flag:
         applied = hasattr(torch.fx.traceback, "annotate")
         why = "an older series is applied" if applied else "the overlay is not applied"
