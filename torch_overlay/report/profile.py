@@ -8,12 +8,13 @@ parts of a regional Inductor graph), every run of consecutive nodes with one ann
 
     NAME = "annotation " + json.dumps(custom, sort_keys=True, default=repr) [+ " (backward)"]
 
-This module has three parts, each usable alone:
+Its parts, each usable alone:
 
 - :func:`region_times`, a pure function from profiler events to per-region sums; it only reads names, times and
   the parent links of ``torch.profiler`` events, so it is tested on real profiles of scopes of that name;
 - :func:`check_kernel_annotations`, the refusal, before the script runs, of a torch without the flag;
-- :class:`ScriptProfiler`, which turns the flag on and profiles the script's run except its compilations.
+- :class:`ScriptProfiler`, which turns the flag on and profiles the script's run, paused while torch.compile
+  compiles (:class:`CompilePause`), and writes the Chrome trace with the scopes' names quoted (:func:`quote_names`).
 
 A region's time is the scopes' own time: each scope's span less the spans of the annotation scopes nested
 directly in it (a regional Inductor graph's compiled region runs its kernels' scopes inside the eager scope
@@ -26,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import warnings
 from dataclasses import dataclass
@@ -147,8 +149,12 @@ def trace_path(page: Path) -> Path:
     return page.with_name(f"{page.stem}.trace.json")
 
 
+# A line a patch adds to torch/_inductor/config.py: the flag's definition.
+_DEFINES_FLAG = re.compile(rf"^\+{FLAG}\s*(:[^=]*)?=", re.M)
+
+
 def releases_with_flag() -> list:
-    """The releases whose series carry a patch that adds the flag, oldest first."""
+    """The releases whose series carry a patch that defines the flag in Inductor's config, oldest first."""
     from ..series import default_patches_root, load_series, supported_versions
 
     root = default_patches_root()
@@ -158,8 +164,8 @@ def releases_with_flag() -> list:
             patches = load_series(version, root).patches
         except OverlayError:
             continue
-        if any(f"config.{FLAG}" in p.path.read_text(encoding="utf-8", errors="replace")
-               or f"{FLAG} =" in p.path.read_text(encoding="utf-8", errors="replace") for p in patches):
+        if any("torch/_inductor/config.py" in p.touched
+               and _DEFINES_FLAG.search(p.path.read_text(encoding="utf-8", errors="replace")) for p in patches):
             found.append(version)
     return found
 
