@@ -231,6 +231,33 @@ class TestPage(TestCase):
             "annotation " + json.dumps(odd, sort_keys=True)]))
         self.assertEqual([parse_scope_name(n)[1] for n in sorted(scopes)][-1], odd)
 
+    def test_page_without_and_with_times(self):
+        """No scope ran: the page says so under the trace's name; scopes ran: a table row and a chart group per
+        region, named as the coverage table names it."""
+        from torch_overlay.report.html import render
+        from torch_overlay.report.profile import profile_page
+
+        report = build_report([CapturedGraph(1, 1, "forward", [
+            CapturedOp("", "mm", "aten.mm.default", 1, ATTENTION, False, False)])])
+        x = torch.randn(8, 8)
+        empty = render(report, title="t", details=[], profile=profile_page(profiled(lambda: x.mm(x)), report, "t.json"))
+        self.assertIn('id="region-times-none"', empty)
+        self.assertIn("<code>t.json</code>", empty)
+        self.assertNotIn('class="region-times"', empty)
+
+        def body():
+            with scope(ATTENTION):
+                x.mm(x)
+            with scope(ATTENTION, backward=True):
+                x.mm(x)
+
+        page = render(report, title="t", details=[], profile=profile_page(profiled(body), report, "t.json"))
+        name = repr(ATTENTION).replace("'", "&#x27;")
+        self.assertEqual(page.count(f'<tr class="region-time-row" data-region="{name}">'), 1)
+        self.assertEqual(page.count(f'<g class="region-time" data-region="{name}">'), 1)
+        self.assertEqual(page.count('class="time-bar '), 2)
+        self.assertNotIn('id="region-times-none"', page)
+
     def test_trace_beside_the_page(self):
         from pathlib import Path
 
