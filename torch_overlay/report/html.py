@@ -78,7 +78,8 @@ def _region_times(profile) -> str:
              'Perfetto or chrome://tracing; the scopes are named <code>annotation {...}</code>).</p>')
     if not profile.times:
         return (trace + '<p id="region-times-none">No kernel ran inside an annotation scope: the script compiled '
-                "nothing with annotations, or ran no step after compiling.</p>")
+                "nothing annotated with Inductor (graphs that run eagerly, as under aot_eager, have no scopes), or "
+                "ran no step after compiling.</p>")
     total = sum(t.total_us for t in profile.times) or 1.0
     rows = []
     for t in profile.times:

@@ -2,9 +2,8 @@
 
 The times come from the scopes the series' ``kernel_annotations`` Inductor flag puts in the profiler events
 (the format is fixed in the overlay's kernel-annotations interface): with the flag on, every kernel call and
-extern call that came from annotated FX nodes -- and, in graphs that run eagerly (``aot_eager``, the non-compiled
-parts of a regional Inductor graph), every run of consecutive nodes with one annotation -- runs inside
-``torch.profiler.record_function(NAME, ARGS)`` with
+extern call that came from annotated FX nodes (and, where the series adds them, every run of consecutive nodes
+with one annotation in a graph that runs eagerly) runs inside ``torch.profiler.record_function(NAME, ARGS)`` with
 
     NAME = "annotation " + json.dumps(custom, sort_keys=True, default=repr) [+ " (backward)"]
 
