@@ -286,15 +286,19 @@ def test_page_is_self_contained(dom):
         assert el.tag not in ("script", "link", "img", "iframe")
 
 
-def test_page_screenshot(mixed, dom):
-    _, page = mixed
+def keep_screenshot(page: Path, name: str, height: int) -> None:
+    """A screenshot of ``page`` in Chromium, kept with the page under build/report-test/ as ``name``.png/.html."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shot = ARTIFACTS / "report.png"
+    shot = ARTIFACTS / f"{name}.png"
     shot.unlink(missing_ok=True)
-    chromium(f"--screenshot={shot}", "--window-size=1400,1800", "--hide-scrollbars", page.as_uri())
+    chromium(f"--screenshot={shot}", f"--window-size=1400,{height}", "--hide-scrollbars", page.as_uri())
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     assert len(set(png_pixel_bytes(shot))) > 16, "the screenshot is blank"
-    shutil.copy(page, ARTIFACTS / "report.html")
+    shutil.copy(page, ARTIFACTS / f"{name}.html")
+
+
+def test_page_screenshot(mixed, dom):
+    keep_screenshot(mixed[1], "report", 1800)
 
 
 def test_coverage_marks_regions_torch_reads():
@@ -466,11 +470,4 @@ def test_page_draws_time_per_region(profiled_dom):
 
 @needs_flag
 def test_profiled_page_screenshot(profiled, profiled_dom):
-    page = profiled[1]
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shot = ARTIFACTS / "report-profile.png"
-    shot.unlink(missing_ok=True)
-    chromium(f"--screenshot={shot}", "--window-size=1400,1200", "--hide-scrollbars", page.as_uri())
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
-    assert len(set(png_pixel_bytes(shot))) > 16, "the screenshot is blank"
-    shutil.copy(page, ARTIFACTS / "report-profile.html")
+    keep_screenshot(profiled[1], "report-profile", 1200)
