@@ -184,7 +184,13 @@ def check_kernel_annotations(torch) -> None:
     unchanged = "the script was not run; no report was written"
     with_flag = releases_with_flag()
     if version in with_flag:
-        applied = hasattr(torch.fx.traceback, "annotate")
+        if "+overlay" in torch.__version__:  # a wheel torch-overlay rebuilt, installed with pip
+            raise OverlayError(f"{what} (the wheel was built with an older series)", unchanged=unchanged,
+                               todo="rebuild the wheel with the current series ('torch-overlay rebuild-wheel') "
+                                    "and install it; then run the report again")
+        from ..installation import TorchInstallation
+
+        applied = TorchInstallation.of_running_interpreter().applied_state() is not None
         why = "an older series is applied" if applied else "the overlay is not applied"
         raise OverlayError(f"{what} ({why})", unchanged=unchanged,
                            todo="run 'torch-overlay status': it names the command that brings this torch to its "
@@ -307,15 +313,18 @@ class ScriptProfiler:
 
 
 def quote_names(trace: str, names: Iterable) -> str:
-    """``trace`` (the text of a Chrome trace torch wrote) with each of ``names`` quoted as JSON.
+    """``trace`` (the text of a Chrome trace torch wrote) with each of ``names`` written as its JSON string.
 
-    torch (2.5.1 and 2.13 checked) writes an event's name between quotes as it is (backslashes turned into
-    slashes), so the quotes of an annotation scope's JSON end the string early and no JSON reader (Perfetto,
-    chrome://tracing, json.load) opens the file. The names are known (the profile's own events), so each is
-    replaced where it stands quoted, as torch wrote it, by its JSON string; nothing else in the file changes."""
-    for name in names:
+    torch writes an event's name between quotes without escaping it: 2.5.1 and 2.13 as it is (backslashes
+    turned into slashes), so the quotes of an annotation scope's JSON end the string early and no JSON reader
+    (Perfetto, chrome://tracing, json.load) opens the file; 2.15 turns its double quotes into single ones too,
+    which reads, but is not the scope's name. The names are known (the profile's own events): each is replaced
+    where it stands quoted, in any of those forms, by its JSON string, so the trace names a scope as the profiler
+    does on every release; nothing else in the file changes."""
+    for name in sorted(names):
         if '"' not in name and "\\" not in name:
             continue
-        for written in dict.fromkeys((name.replace("\\", "/"), name)):
+        slashed = name.replace("\\", "/")
+        for written in dict.fromkeys((name, slashed, name.replace('"', "'"), slashed.replace('"', "'"))):
             trace = trace.replace(f'"{written}"', json.dumps(name))
     return trace
