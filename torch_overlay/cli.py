@@ -122,6 +122,10 @@ def parser() -> argparse.ArgumentParser:
                     help="HTML file (under torchrun: one per rank, report.rank<N>.html); may follow the script's args")
     rp.add_argument("--fail-on-unannotated", action="store_true",
                     help="exit 1 and list the backward ops without an annotation; may follow the script's args")
+    rp.add_argument("--profile", action="store_true",
+                    help="run the script under torch.profiler with Inductor's kernel_annotations flag on: the page adds "
+                         "per-region forward and backward time and kernel count, and the Chrome trace is written "
+                         "beside it (report.trace.json); may follow the script's args")
     rp.add_argument("script")
     rp.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     rp.set_defaults(fn=_cmd_report)

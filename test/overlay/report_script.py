@@ -3,7 +3,10 @@
 ``python report_script.py mixed N``: the demo's flex_attention model (annotated regions,
 HOP subgraphs in forward and backward) with an unannotated scale of its loss, trained N
 steps under torch.compile(backend="aot_eager"). ``annotated N``: a small model annotated
-throughout, with a tensor used twice (a gradient-accumulation op in the backward).
+throughout, with a tensor used twice (a gradient-accumulation op in the backward). ``demo N``:
+the README's demo model trained N steps under torch.compile with its default Inductor backend;
+Inductor compiles flex_attention on a GPU only (2.5.1), so on a CPU the attention is plain matmuls,
+as the demo shows it where flex_attention cannot run.
 """
 import sys
 
@@ -31,6 +34,12 @@ def main(kind: str, steps: int) -> None:
         device = flex_device()  # None: flex backward refused here (torch >= 2.11 on CPU)
         model, x = build_model(device), torch.randn(1, SEQ_LEN, HEADS * HEAD_DIM, device=device or "cpu")
         compiled = torch.compile(lambda x: model(x) * 0.5, backend="aot_eager")
+    elif kind == "demo":
+        from torch_overlay.demo import HEAD_DIM, HEADS, SEQ_LEN, build_model
+
+        device = "cuda" if torch.cuda.is_available() else None
+        model, x = build_model(device), torch.randn(1, SEQ_LEN, HEADS * HEAD_DIM, device=device or "cpu")
+        compiled = torch.compile(model)
     else:
         model, x = Annotated(), torch.randn(4, 8)
         compiled = torch.compile(model, backend="aot_eager")

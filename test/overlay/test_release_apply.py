@@ -65,3 +65,29 @@ def test_apply_source_puts_the_series_on_a_checkout_at_the_release_tag(tmp_path,
     for path, data in build_patched(series, from_wheel(torch_wheel())).items():
         assert (checkout / path).read_bytes() == data, path
     assert git(checkout, "status", "--porcelain=v1") == ""
+
+
+def test_report_profile_needs_the_kernel_annotations_flag(scratch, tmp_path):
+    """``report --profile`` on the pristine release is refused before the script runs, saying what to do; where
+    the release's series adds Inductor's kernel_annotations flag, it runs once the series is applied."""
+    from torch_overlay.report.profile import releases_with_flag
+
+    marker, page = tmp_path / "ran", tmp_path / "r.html"
+    script = tmp_path / "script.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    proc = scratch.run("report", script, "-o", page, "--profile", rc=2)
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("error: torch ") and " has no torch._inductor.config.kernel_annotations" in first, \
+        proc.stderr
+    assert "unchanged: the script was not run; no report was written" in proc.stderr
+    assert not marker.exists() and not page.exists()
+    if TORCH_RELEASE not in releases_with_flag():
+        assert f"the torch-overlay series for {TORCH_RELEASE} does not add it" in first, proc.stderr
+        assert "to do: run the report without --profile" in proc.stderr
+        return
+    assert first.endswith("(the overlay is not applied)"), proc.stderr
+    assert "to do: run 'torch-overlay status'" in proc.stderr
+    scratch.run("apply", check=True)
+    proc = scratch.run("report", script, "-o", page, "--profile", check=True)
+    assert marker.exists() and page.is_file() and (tmp_path / "r.trace.json").is_file()
+    assert 'id="region-times-none"' in page.read_text(encoding="utf-8")

@@ -118,9 +118,12 @@ def test_output_under_a_file_is_refused_before_the_script_runs(tmp_path):
 
 def test_trailing_report_options_are_peeled_off_the_script_args():
     assert split_trailing_options(["a", "-o", "x.html", "--fail-on-unannotated"], "report.html", False) == \
-        (["a"], "x.html", True)
-    assert split_trailing_options(["-o", "mine", "b"], "report.html", False) == (["-o", "mine", "b"], "report.html", False)
-    assert split_trailing_options(["--output=y.html"], "report.html", False) == ([], "y.html", False)
+        (["a"], "x.html", True, False)
+    assert split_trailing_options(["-o", "mine", "b"], "report.html", False) == \
+        (["-o", "mine", "b"], "report.html", False, False)
+    assert split_trailing_options(["--output=y.html"], "report.html", False) == ([], "y.html", False, False)
+    assert split_trailing_options(["a", "--profile", "-o", "z.html"], "report.html", False) == \
+        (["a"], "z.html", False, True)
 
 
 def test_one_page_per_rank_under_torchrun():
@@ -283,15 +286,19 @@ def test_page_is_self_contained(dom):
         assert el.tag not in ("script", "link", "img", "iframe")
 
 
-def test_page_screenshot(mixed, dom):
-    _, page = mixed
+def keep_screenshot(page: Path, name: str, height: int) -> None:
+    """A screenshot of ``page`` in Chromium, kept with the page under build/report-test/ as ``name``.png/.html."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shot = ARTIFACTS / "report.png"
+    shot = ARTIFACTS / f"{name}.png"
     shot.unlink(missing_ok=True)
-    chromium(f"--screenshot={shot}", "--window-size=1400,1800", "--hide-scrollbars", page.as_uri())
+    chromium(f"--screenshot={shot}", f"--window-size=1400,{height}", "--hide-scrollbars", page.as_uri())
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     assert len(set(png_pixel_bytes(shot))) > 16, "the screenshot is blank"
-    shutil.copy(page, ARTIFACTS / "report.html")
+    shutil.copy(page, ARTIFACTS / f"{name}.html")
+
+
+def test_page_screenshot(mixed, dom):
+    keep_screenshot(mixed[1], "report", 1800)
 
 
 def test_coverage_marks_regions_torch_reads():
@@ -317,3 +324,150 @@ def test_coverage_marks_regions_torch_reads():
                        repr(budget): "activation memory budget 0.5", "(no annotation)": ""}
     assert "inductor-region" in rows[repr(inductor)].classes and "memory-budget-region" in rows[repr(budget)].classes
     assert not {"inductor-region", "memory-budget-region"} & rows["(no annotation)"].classes
+
+
+# -- --profile: the time per region ----------------------------------------------------------------
+
+def has_kernel_annotations() -> bool:
+    import torch._inductor.config as inductor_config
+
+    return hasattr(inductor_config, "kernel_annotations")
+
+
+PROFILE_STEPS = 3
+needs_flag = pytest.mark.skipif(
+    not has_kernel_annotations(),
+    reason="this torch has no torch._inductor.config.kernel_annotations (its series does not add the flag), so "
+           "--profile is refused: test_profile_is_refused_without_the_flag checks the refusal")
+
+
+@pytest.mark.skipif(has_kernel_annotations(), reason="this torch has torch._inductor.config.kernel_annotations: "
+                    "the profiled page is checked below")
+def test_profile_is_refused_without_the_flag(tmp_path):
+    marker = tmp_path / "ran"
+    script = tmp_path / "script.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    proc = report_cli(script, "-o", "r.html", "--profile", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    import torch
+
+    assert proc.stderr.startswith(f"error: torch {torch.__version__} has no torch._inductor.config.kernel_annotations"), \
+        proc.stderr
+    assert "unchanged: the script was not run; no report was written" in proc.stderr
+    assert "to do: " in proc.stderr and "without --profile" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["script.py"]
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """The README's demo model under the default Inductor, PROFILE_STEPS steps, with --profile."""
+    cwd = tmp_path_factory.mktemp("profiled")
+    proc = report_cli(SCRIPT, "demo", PROFILE_STEPS, "-o", "out/demo.html", "--profile", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, cwd / "out" / "demo.html", cwd / "out" / "demo.trace.json"
+
+
+@pytest.fixture(scope="module")
+def profiled_dom(profiled):
+    assert CHROMIUM is not None, "headless Chromium is not installed: apt-get install -y chromium"
+    proc = chromium("--dump-dom", profiled[1].as_uri())
+    assert proc.returncode == 0 and "<html" in proc.stdout, proc.stderr[-2000:]
+    builder = DomBuilder()
+    builder.feed(proc.stdout)
+    return builder.root
+
+
+def trace_sums(trace: Path) -> dict:
+    """{(page region name, "fw"/"bw"): [µs, scopes]} read from the Chrome trace alone (no scope nests in another
+    in Inductor's code)."""
+    import json
+
+    sums: dict = {}
+    for event in json.loads(trace.read_text(encoding="utf-8"))["traceEvents"]:
+        name = event.get("name", "")
+        if event.get("cat") != "user_annotation" or not name.startswith("annotation {"):
+            continue
+        text = name[len("annotation "):]
+        kind = "bw" if text.endswith(" (backward)") else "fw"
+        region = repr(json.loads(text[:-len(" (backward)")] if kind == "bw" else text))
+        entry = sums.setdefault((region, kind), [0.0, 0])
+        entry[0] += float(event["dur"])
+        entry[1] += 1
+    return sums
+
+
+def time_rows(dom) -> dict:
+    """{region: (forward µs, forward kernel calls, backward µs, backward kernel calls)} of the page's table."""
+    rows = {}
+    for tr in dom.iter():
+        if "region-time-row" in tr.classes:
+            tds = [td for td in tr.iter() if td.tag == "td"]
+            rows[tr.attrs["data-region"]] = (float(tds[1].attrs["data-us"]), int(tds[2].all_text()),
+                                             float(tds[3].attrs["data-us"]), int(tds[4].all_text()))
+    return rows
+
+
+@needs_flag
+def test_profile_writes_the_page_and_the_trace(profiled):
+    proc, page, trace = profiled
+    assert page.is_file() and trace.is_file()
+    assert [l.split(" loss ")[0] for l in proc.stdout.splitlines()[:PROFILE_STEPS]] == [
+        f"step {i}" for i in range(PROFILE_STEPS)]
+    last = proc.stdout.splitlines()[-1]
+    assert last.startswith("report: wrote out/demo.trace.json: ") and last.endswith(" in 2 regions"), last
+    # The profiler's "Toggling CPU activity ..." lines (one per pause and resume) are not the user's business.
+    assert "Toggling" not in proc.stderr and "callback is not found" not in proc.stderr, proc.stderr[-2000:]
+
+
+@needs_flag
+def test_page_time_per_region(profiled, profiled_dom):
+    """Both regions of the demo model take time forward and backward, every step runs the same kernels, and
+    the table says what the Chrome trace beside the page holds."""
+    rows = time_rows(profiled_dom)
+    assert list(rows) == ["{'region': 'attention'}", "{'region': 'head'}"]
+    sums = trace_sums(profiled[2])
+    for region, (fw_us, fw_kernels, bw_us, bw_kernels) in rows.items():
+        assert fw_us > 0 and bw_us > 0, region
+        assert fw_kernels > 0 and bw_kernels > 0 and fw_kernels % PROFILE_STEPS == 0 == bw_kernels % PROFILE_STEPS, \
+            (region, fw_kernels, bw_kernels)
+        for kind, us, kernels in (("fw", fw_us, fw_kernels), ("bw", bw_us, bw_kernels)):
+            trace_us, trace_kernels = sums.pop((region, kind))
+            assert kernels == trace_kernels, (region, kind)
+            assert abs(us - trace_us) <= 0.01 + 0.002 * kernels, (region, kind, us, trace_us)
+    assert sums == {}, "the trace has scopes the page does not show"
+    import torch
+
+    if not torch.cuda.is_available():  # the README's figures: Inductor's C++ kernels and extern calls a step
+        assert {r: (fw // PROFILE_STEPS, bw // PROFILE_STEPS) for r, (_, fw, _, bw) in rows.items()} == {
+            "{'region': 'attention'}": (4, 8), "{'region': 'head'}": (3, 4)}
+    (trace,) = [el for el in profiled_dom.iter() if el.attrs.get("id") == "trace"]
+    assert "demo.trace.json" in trace.all_text()
+
+
+@needs_flag
+def test_page_draws_time_per_region(profiled_dom):
+    """The bar chart beside the region picture: per region a forward and a backward bar with the table's times
+    and kernel calls, their lengths on one scale."""
+    rows = time_rows(profiled_dom)
+    (columns,) = [el for el in profiled_dom.iter() if "columns" in el.classes
+                  and any(c.attrs.get("id") == "region-maps" for c in el.children)]
+    assert [c.attrs.get("id") for c in columns.children] == ["region-maps", "region-time-chart"]
+    (svg,) = [el for el in columns.iter() if el.tag == "svg" and "region-times" in el.classes]
+    groups = [g for g in svg.iter() if "region-time" in g.classes]
+    assert [g.attrs["data-region"] for g in groups] == list(rows)
+    longest = max(max(r[0], r[2]) for r in rows.values())
+    for g in groups:
+        fw_us, fw_kernels, bw_us, bw_kernels = rows[g.attrs["data-region"]]
+        (label,) = [t.all_text() for t in g.iter() if "region-label" in t.classes]
+        assert label == g.attrs["data-region"]
+        (fw,) = [r for r in g.iter() if "time-bar" in r.classes and "fw" in r.classes]
+        (bw,) = [r for r in g.iter() if "time-bar" in r.classes and "bw" in r.classes]
+        for bar, us, kernels in ((fw, fw_us, fw_kernels), (bw, bw_us, bw_kernels)):
+            assert float(bar.attrs["data-us"]) == us and int(bar.attrs["data-kernels"]) == kernels
+            assert abs(float(bar.attrs["width"]) - 300 * us / longest) <= 0.01
+        assert fw.attrs["fill"] == bw.attrs["fill"] != "#bbbbbb"
+
+
+@needs_flag
+def test_profiled_page_screenshot(profiled, profiled_dom):
+    keep_screenshot(profiled[1], "report-profile", 1200)

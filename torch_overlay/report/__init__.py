@@ -4,7 +4,8 @@ One module per concern, each depending only on those listed before it:
 
 - ``capture``: the hook that records every graph torch.compile hands to AOTAutograd, as plain rows;
 - ``model``: what the page says about those rows (regions, forward/backward pairs, coverage);
-- ``svg``: the region picture, inline SVG;
+- ``profile``: with ``--profile``, the run under the profiler and the time per region of its steps;
+- ``svg``: the region picture and the time-per-region chart, inline SVG;
 - ``html``: the page itself, inline CSS, no script;
 - ``command``: running the script unchanged (torchrun ranks included) and writing the page.
 

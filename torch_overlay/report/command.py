@@ -5,10 +5,13 @@ Runs the script unchanged in this interpreter (as ``python SCRIPT.py args...`` w
 every graph torch.compile hands to AOTAutograd (capture.py), and writes one
 self-contained HTML page (html.py). Under torchrun each rank writes its own
 page, ``report.rank<N>.html``. A line on stderr per captured graph shows progress
-through long compiles.
+through long compiles. With ``--profile`` the script runs under the profiler with
+Inductor's kernel_annotations flag on (profile.py): the page adds per-region times and
+the Chrome trace is written beside it (``report.trace.json``).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
@@ -16,8 +19,8 @@ from pathlib import Path
 
 from ..errors import OverlayError, check_output_location
 
-def split_trailing_options(script_args: list, output: str, fail_on_unannotated: bool):
-    """(script args, output, fail_on_unannotated) with the report's own options peeled off
+def split_trailing_options(script_args: list, output: str, fail_on_unannotated: bool, profile: bool = False):
+    """(script args, output, fail_on_unannotated, profile) with the report's own options peeled off
     the end of ``script_args``, where the usage line puts them
     (``SCRIPT.py a b -o report.html``); options before SCRIPT.py are argparse's."""
     args = list(script_args)
@@ -30,9 +33,12 @@ def split_trailing_options(script_args: list, output: str, fail_on_unannotated: 
         elif args[-1] == "--fail-on-unannotated":
             fail_on_unannotated = True
             args.pop()
+        elif args[-1] == "--profile":
+            profile = True
+            args.pop()
         else:
             break
-    return args, output, fail_on_unannotated
+    return args, output, fail_on_unannotated, profile
 
 
 def rank_info():
@@ -77,8 +83,8 @@ def main(args) -> str:
     from .html import render
     from .model import build_report
 
-    script_args, output, fail_on_unannotated = split_trailing_options(
-        args.args, args.output, args.fail_on_unannotated)
+    script_args, output, fail_on_unannotated, profile = split_trailing_options(
+        args.args, args.output, args.fail_on_unannotated, args.profile)
     script = Path(args.script)
     if not script.is_file():
         raise OverlayError(f"cannot run {script}: no such file", unchanged="no report was written",
@@ -90,8 +96,14 @@ def main(args) -> str:
 
     import torch
 
+    profiler = None
+    if profile:
+        from .profile import ScriptProfiler, check_kernel_annotations
+
+        check_kernel_annotations(torch)
+        profiler = ScriptProfiler()
     capture = GraphCapture(_progress(prefix))
-    with capture.installed():
+    with capture.installed(), (profiler.running() if profiler else contextlib.nullcontext()):
         status = run_script(script, script_args)
     report = build_report(capture.graphs)
     details = [f"command: {' '.join([str(script), *script_args])}", f"torch {torch.__version__}"]
@@ -100,11 +112,22 @@ def main(args) -> str:
     if status:
         details.append(f"the script exited with status {status}; the report shows what was captured until then")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(report, title=f"torch-overlay report: {script.name}", details=details), encoding="utf-8")
+    timing = None
+    if profiler:
+        from .profile import profile_page, trace_path
+
+        trace = trace_path(out)
+        profiler.export_chrome_trace(trace)
+        timing = profile_page(profiler.events, report, trace.name)
+    out.write_text(render(report, title=f"torch-overlay report: {script.name}", details=details, profile=timing),
+                   encoding="utf-8")
 
     missing = report.unannotated_backward
     lines = [f"{prefix}wrote {out}: {len(capture.graphs)} graphs, {len(report.backward)} backward ops, "
              f"{len(missing)} without an annotation"]
+    if timing:
+        lines.append(f"{prefix}wrote {trace}: {sum(t.forward_kernels + t.backward_kernels for t in timing.times)} "
+                     f"annotated kernel calls in {len(timing.times)} regions")
     if not capture.graphs:
         lines.append(f"{prefix}no graph was captured: the script compiled nothing through an AOTAutograd "
                      "backend (torch.compile's default inductor, aot_eager, or aot_autograd(...))")

@@ -8,7 +8,9 @@ one with an activation memory budget), ``#unannotated``
 ``table.backward-ops``), ``tr.op`` rows with ``id="op-<graph>-<op>"``, backward rows
 linking to their forward row with ``a.forward-link``, ``tr.unannotated`` and
 ``tr.gradient-accumulation`` for highlighted rows, ``section.dynamo-graph``; ``#region-maps`` holds the
-pictures of svg.py.
+pictures of svg.py. With ``--profile``: ``#region-times`` (one ``tr.region-time-row`` per region, ``data-region``,
+its ``td`` of times carrying ``data-us``), or ``#region-times-none`` when no annotated kernel ran; ``#trace`` names
+the Chrome trace beside the page; ``#region-time-chart`` holds svg.py's bar chart, beside ``#region-maps``.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import html
 import re
 
 from .model import COMPILE_WITH_INDUCTOR, MEMORY_BUDGET, Report
-from .svg import region_maps
+from .svg import region_colours, region_maps, region_time_chart
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -63,6 +65,34 @@ def _coverage(report: Report) -> str:
     return ('<table id="coverage"><tr><th>region</th><th>forward ops</th><th>backward ops</th>'
             '<th>% backward annotated</th><th>gradient-accumulation ops</th>'
             f'<th title="keys {COMPILE_WITH_INDUCTOR}, {MEMORY_BUDGET}">read by torch</th></tr>'
+            + "".join(rows) + "</table>")
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.3f}"
+
+
+def _region_times(profile) -> str:
+    """The table of ``profile`` (profile.ProfilePage), or why it is empty."""
+    trace = (f'<p id="trace">Chrome trace of the run: <code>{_e(profile.trace)}</code>, beside this page (open it in '
+             'Perfetto or chrome://tracing; the scopes are named <code>annotation {...}</code>).</p>')
+    if not profile.times:
+        return (trace + '<p id="region-times-none">No kernel ran inside an annotation scope: the script compiled '
+                "nothing annotated with Inductor (graphs that run eagerly, as under aot_eager, have no scopes), or "
+                "ran no step after compiling.</p>")
+    total = sum(t.total_us for t in profile.times) or 1.0
+    rows = []
+    for t in profile.times:
+        name = profile.names.get(t.key, t.key)
+        rows.append(
+            f'<tr class="region-time-row" data-region="{_e(name)}"><td class="mono">{_e(name)}</td>'
+            f'<td class="num" data-us="{t.forward_us:.3f}">{_ms(t.forward_us)}</td>'
+            f'<td class="num">{t.forward_kernels}</td>'
+            f'<td class="num" data-us="{t.backward_us:.3f}">{_ms(t.backward_us)}</td>'
+            f'<td class="num">{t.backward_kernels}</td>'
+            f'<td class="num">{100.0 * t.total_us / total:.0f}%</td></tr>')
+    return (trace + '<table id="region-times"><tr><th>region</th><th>forward ms</th><th>forward kernel calls</th>'
+            '<th>backward ms</th><th>backward kernel calls</th><th>share of annotated time</th></tr>'
             + "".join(rows) + "</table>")
 
 
@@ -130,10 +160,20 @@ def _dynamo_graphs(report: Report) -> str:
     return "".join(parts) or "<p>No Dynamo graph was captured.</p>"
 
 
-def render(report: Report, *, title: str, details: list) -> str:
-    """The page. ``details`` are short lines shown under the title (command, torch, rank)."""
+def render(report: Report, *, title: str, details: list, profile=None) -> str:
+    """The page. ``details`` are short lines shown under the title (command, torch, rank); ``profile``, a
+    profile.ProfilePage, adds the time per region."""
     counts = ", ".join(f"{report.count(k)} {k}" for k in ("dynamo", "forward", "backward", "inference"))
     meta = "".join(f"<div>{_e(line)}</div>" for line in details)
+    timing = maps = ""
+    if profile is not None:
+        timing = f"""<h2>Time per region</h2>
+<p class="legend">The profiler's CPU time of the kernel scopes of each region (Inductor's kernel_annotations flag),
+summed over every step the script ran; compilation is not profiled. A kernel call is one scope: a kernel, an extern
+call, or a run of ops of one region in a graph that runs eagerly.</p>
+{_region_times(profile)}"""
+        chart = region_time_chart(profile.times, profile.names, region_colours(report))
+        maps = f'<div id="region-time-chart"><h3>time per region</h3>{chart}</div>' if chart else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title><style>{STYLE}</style></head>
 <body>
@@ -141,11 +181,12 @@ def render(report: Report, *, title: str, details: list) -> str:
 <div class="meta">{meta}<div id="graph-counts">graphs captured: {counts}</div></div>
 <h2>Coverage</h2>
 {_coverage(report)}
+{timing}
 <h2>Regions at a glance</h2>
 <p class="legend">Per compilation: forward ops (top row) and backward ops (bottom row) coloured by region, a line
 from each backward op to the forward op it was traced from; backward ops without an annotation are white with a
 red outline and a cross.</p>
-<div id="region-maps">{region_maps(report)}</div>
+<div class="columns"><div id="region-maps">{region_maps(report)}</div>{maps}</div>
 <h2>Backward ops without an annotation</h2>
 <p class="legend"><span style="background:#ffd6d6">no annotation</span>
 <span style="background:#fff3c4">gradient accumulation (not counted)</span></p>

@@ -2,10 +2,14 @@
 region, the regions as bands with their op counts, lines from each backward op to the forward op it was
 traced from, and the backward ops without an annotation marked.
 
+With ``--profile``, a second picture beside it: per region, its forward and backward time as two bars.
+
 Inline SVG only (the page stays self-contained, no script). Element classes are the page's contract:
 ``svg.region-map`` (one per compilation, ``data-compilation``), ``g.region-band`` (``data-region``, its
 ``text.region-label``), ``rect.op-cell`` (``fw`` / ``bw``, ``unannotated``, ``gradient-accumulation``),
-``line.pairing``, ``path.unannotated-mark``.
+``line.pairing``, ``path.unannotated-mark``; ``svg.region-times`` with one ``g.region-time`` per region
+(``data-region``, its ``text.region-label``, ``rect.time-bar`` ``fw`` / ``bw`` with ``data-us``, the time in
+microseconds, and ``data-kernels``, and a ``text.time-label`` beside each bar).
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ def _e(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _colours(report: Report) -> dict:
+def region_colours(report: Report) -> dict:
+    """{region name: colour}: the annotated regions in palette order, the unannotated ops grey."""
     annotated = [r.name for r in report.regions if r.name != NO_REGION]
     colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(annotated)}
     colours[NO_REGION] = NO_REGION_COLOUR
@@ -80,7 +85,7 @@ def _compilation_svg(index: int, forward: list, backward: list, report: Report, 
 
 def region_maps(report: Report) -> str:
     """One picture per AOTAutograd compilation that has a forward or backward graph."""
-    colours = _colours(report)
+    colours = region_colours(report)
     compilations = sorted({g.compile_index for g in report.graphs if g.kind in FORWARD_KINDS + ("backward",)})
     out = []
     for index in compilations:
@@ -90,3 +95,37 @@ def region_maps(report: Report) -> str:
         out.append(f'<figure><figcaption>compilation {index}</figcaption>'
                    f'{_compilation_svg(index, forward, backward, report, colours)}</figure>')
     return "".join(out) or "<p>No forward or backward graph was captured.</p>"
+
+
+BAR_LEFT, BAR_WIDTH, BAR_HEIGHT, LABEL_HEIGHT = 70, 300, 12, 16
+
+
+def region_time_chart(times: list, names: dict, region_colours: dict) -> str:
+    """Per region (``times``: profile.RegionTime, ``names``: {key: name on the page}), its forward and backward
+    time as bars on one scale, the longest time the full width; the region's colour, backward paler."""
+    if not times:
+        return ""
+    longest = max(max(t.forward_us, t.backward_us) for t in times) or 1.0
+    row = LABEL_HEIGHT + 2 * (BAR_HEIGHT + 3) + 8
+    width, height = BAR_LEFT + BAR_WIDTH + 190, row * len(times) + 4
+    parts = []
+    for i, t in enumerate(times):
+        name = names.get(t.key, t.key)
+        colour = region_colours.get(name, NO_REGION_COLOUR)
+        y = i * row
+        bars = [f'<text class="region-label" x="4" y="{y + 12}" font-size="11">{_e(name)}</text>']
+        for j, (kind, label, us, kernels, opacity) in enumerate((
+                ("fw", "forward", t.forward_us, t.forward_kernels, 1.0),
+                ("bw", "backward", t.backward_us, t.backward_kernels, 0.55))):
+            by = y + LABEL_HEIGHT + j * (BAR_HEIGHT + 3)
+            bar = BAR_WIDTH * us / longest
+            bars.append(
+                f'<text x="4" y="{by + BAR_HEIGHT - 2}" font-size="10">{label}</text>'
+                f'<rect class="time-bar {kind}" data-us="{us:.3f}" data-kernels="{kernels}" x="{BAR_LEFT}" y="{by}" '
+                f'width="{bar:.2f}" height="{BAR_HEIGHT}" fill="{colour}" fill-opacity="{opacity}">'
+                f'<title>{_e(name)} {label}: {us / 1000:.3f} ms, {kernels} kernel calls</title></rect>'
+                f'<text class="time-label" x="{BAR_LEFT + bar + 4:.2f}" y="{by + BAR_HEIGHT - 2}" font-size="10">'
+                f'{us / 1000:.3f} ms, {kernels} kernel calls</text>')
+        parts.append(f'<g class="region-time" data-region="{_e(name)}">{"".join(bars)}</g>')
+    return (f'<svg class="region-times" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="time per region">' + "".join(parts) + "</svg>")
