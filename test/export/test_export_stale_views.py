@@ -74,5 +74,22 @@ class TestStaleViewTakenOutsideAnyBlock(TestCase):
         self.check(gm)
 
 
+class Unannotated(torch.nn.Module):
+    def forward(self, x):
+        y = x.clone()
+        v = y[1:]
+        y.mul_(2)
+        return (v.t(), v)
+
+
+class TestCallerAnnotationAroundTheExport(TestCase):
+    def test_caller_annotation_around_the_export_replays_nothing(self):
+        """The caller's eager block is current during the trace, but the traced code annotates nothing: no view
+        is replayed under its node, as on the release."""
+        with fx_traceback.preserve_node_meta(), fx_traceback.annotate({"caller": 0}):
+            gm, _ = aot_export_module(Unannotated(), (torch.randn(3, 2),), trace_joint=False, pre_dispatch=True)
+        self.assertEqual([n.name for n in gm.graph.nodes if n.meta.get("is_functional_regenerated")], [])
+
+
 if __name__ == "__main__":
     run_tests()

@@ -105,6 +105,24 @@ class TestOutputViewRegeneratedUnderItsNode(TestCase):
             self.assertNotIn(node.meta.get("seq_nr"), accumulation, node.name)
         self.assertNumberedAsTheView(graph, narrowed, t)
 
+    def test_caller_annotation_around_the_call_regenerates_as_the_release(self):
+        """The caller's eager block is current during the trace, but the traced code annotates nothing: the
+        output view is regenerated as on the release, with no annotation and not under the view's node."""
+        class Unannotated(nn.Module):
+            def forward(self, x):
+                h = x * 2
+                bt = h.narrow(0, 1, 2).t()
+                h[0].add_(1)
+                return h.cos().sum(), bt
+
+        recorder = RecordGraphs()
+        compiled = aot_function(Unannotated(), fw_compiler=recorder.fw_compiler, bw_compiler=recorder.bw_compiler)
+        with annotate({"caller": 0}):
+            compiled(torch.randn(4, 3, requires_grad=True))
+        for node in regenerated_output_view(recorder.fw_graphs[0]):
+            self.assertNotIn("custom", node.meta, node.name)
+            self.assertNotIn("is_functional_regenerated", node.meta, node.name)
+
 
 if __name__ == "__main__":
     run_tests()

@@ -147,5 +147,31 @@ class TestStaleViewGradFnRebuilt(TestCase):
         for _, node in call_function_nodes(bw):
             self.assertIsNone(node.meta.get("custom"), node.name)
 
+    def check_numbered_as_the_release(self, fw, bw):
+        (sin,) = [n for _, n in call_function_nodes(fw) if n.target == torch.ops.aten.sin.default]
+        (slice_backward,) = backward_nodes(bw, torch.ops.aten.slice_backward.default)
+        self.assertEqual(slice_backward.meta["seq_nr"], sin.meta["seq_nr"])
+
+    def test_caller_annotation_around_the_call_numbers_as_the_release(self):
+        """The caller's eager block is current during the trace, but the traced code annotates nothing: the
+        grad_fn is rebuilt where autograd rebuilds it."""
+        with annotate({"caller": 0}):
+            fw, bw = record(UnannotatedUseOfStaleView(), aot_function)
+        self.check_numbered_as_the_release(fw, bw)
+
+    def test_unannotated_view_numbered_as_the_release_beside_an_annotation(self):
+        """Only the view's node and the block it is used in decide: an annotate() block elsewhere in the
+        program changes nothing for it."""
+
+        class AnnotatedElsewhere(nn.Module):
+            def forward(self, x):
+                with annotate({"region": "elsewhere"}):
+                    x = x * 3
+                return UnannotatedUseOfStaleView()(x)
+
+        fw, bw = record(AnnotatedElsewhere(), aot_function)
+        self.check_numbered_as_the_release(fw, bw)
+
+
 if __name__ == "__main__":
     run_tests()

@@ -328,5 +328,68 @@ output|output|None""")
         self.assertEqual(tables[0], tables[1])
 
 
+class TestAnnotationEnteredInTrace(TestCase):
+    """fx.traceback._annotation_entered_in_trace tells an annotation the traced code entered from a caller's
+    eager block around the trace (local-annotation-entered-in-trace)."""
+
+    def trace_looking(self, f, *args):
+        seen = []
+
+        def look():
+            seen.append(fx_traceback._annotation_entered_in_trace())
+
+        make_fx(lambda x: f(x, look))(*args)
+        return seen
+
+    def test_caller_annotation_is_not_entered_in_the_trace(self):
+        def f(x, look):
+            look()
+            with fx_traceback.annotate({"inner": 1}):
+                look()
+            look()
+            return x + 1
+
+        with fx_traceback.annotate({"caller": 0}):
+            seen = self.trace_looking(f, torch.randn(2))
+            # the caller's own block is current again, outside any trace
+            self.assertIsNone(fx_traceback._annotation_entered_in_trace())
+        self.assertEqual(seen, [None, {"caller": 0, "inner": 1}, None])
+
+    def test_annotation_entered_in_the_trace_without_a_caller_block(self):
+        def f(x, look):
+            with fx_traceback.annotate({"inner": 1}):
+                look()
+            look()
+            return x + 1
+
+        self.assertEqual(self.trace_looking(f, torch.randn(2)), [{"inner": 1}, None])
+
+    def test_nested_trace_sees_the_outer_trace_annotation(self):
+        def f(x, look):
+            with fx_traceback.annotate({"outer trace": 1}):
+                make_fx(lambda y: (look(), y * 2)[1])(x)
+            return x + 1
+
+        with fx_traceback.annotate({"caller": 0}):
+            seen = self.trace_looking(f, torch.randn(2))
+        self.assertEqual(seen, [{"caller": 0, "outer trace": 1}])
+
+    def test_node_annotation_equal_to_the_caller_one_is_not_entered_in_trace(self):
+        with fx_traceback.annotate({"caller": 0}):
+            gm = trace(lambda x: x + 1, torch.randn(2))
+        (add,) = [n for n in gm.graph.nodes if n.op == "call_function"]
+        self.assertEqual(add.meta.get("custom"), {"caller": 0})
+        looked = []
+
+        def traced(x):
+            looked.append(fx_traceback._annotation_entered_in_trace(add))
+            return x
+
+        with fx_traceback.annotate({"caller": 0}):
+            make_fx(traced)(torch.randn(2))
+        make_fx(traced)(torch.randn(2))
+        self.assertEqual(looked, [None, {"caller": 0}])
+
+
 if __name__ == "__main__":
     run_tests()
