@@ -239,6 +239,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),
+    "torch.fx.passes.utils.fuser_utils._fused_graph_is_acyclic": ("local-regional-inductor-linear-partitions",),
 }
 
 # Module-level imports a patch leaves unused where it removes the module's last use of them: the pull request
