@@ -235,6 +235,25 @@ add|""")
         self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
                           for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
 
+    def test_nested_values_of_a_decorator_dict_stay_constants(self):
+        # Dynamo builds the values of a guarded dict lazily: a nested dict or list must
+        # be read as one (not refused as "not a constant"), a changed int in it as its value
+        for first, changed in (({"stage": 0}, lambda s: {"stage": s}), ([0, 1], lambda s: [0, s])):
+            torch._dynamo.reset()
+            dec = {"m": first}
+
+            @fx_traceback.annotate_fn(dec)
+            def g(x):
+                return x.cos()
+
+            cap = Capture()
+            compiled = torch.compile(lambda x: g(x) + 1, backend=cap, fullgraph=True)
+            for stage in (0, 1, 2, 2):
+                dec["m"] = changed(stage)
+                compiled(torch.randn(4))
+            self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
+                              for g in cap.dynamo_graphs], [{"m": changed(s)} for s in (0, 1, 2)])
+
     def test_rebinding_a_decorated_function_recompiles(self):
         # every @annotate(d) wrapper shares contextlib's code object: rebinding the name
         # to another annotated function must not reuse the graph of the first one
