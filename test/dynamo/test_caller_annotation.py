@@ -92,6 +92,16 @@ class CallerAnnotationTests(TestCase):
                 annotations = [{"outer": 1}, {"outer": 1}, None, None, {"outer": 2}, {"outer": 1}]
                 self.assertEqual(self.calls_under(annotations, flag), 3 if flag else 1)
 
+    def test_empty_caller_annotation_is_none(self):
+        # annotate({}) adds nothing: it needs no graph of its own, and no node gets {}
+        self.assertEqual(self.calls_under([{}, None, {}, {"outer": 1}], True), 2)
+        torch._dynamo.reset()
+        graphs = []
+        compiled = torch.compile(sin_cos, backend=lambda gm, _: graphs.append(gm) or gm.forward)
+        with torch._dynamo.config.patch(**{FLAG: True}), fx_traceback.annotate({}):
+            compiled(torch.randn(4))
+        self.assertEqual([n.name for g in graphs for n in g.graph.nodes if "custom" in n.meta], [])
+
     def test_value_whose_repr_raises(self):
         bad = BadRepr()
         self.assertEqual(self.calls_under([{"v": bad}, {"v": bad}], False), 1)
