@@ -50,6 +50,35 @@ def round_trip(ep):
 EXPECTED_CUSTOM = {"stage": 0, "cfg": {"bucket": [1, 2]}}
 
 
+class AnnotatedCond(torch.nn.Module):
+    """A torch.cond inside the module's own annotate() block, one branch entering a block of its own."""
+
+    def forward(self, p, x):
+        def sin(x):
+            with fx_traceback.annotate({"b": 2}):
+                return x.sin()
+
+        def cos(x):
+            return x.cos()
+
+        with fx_traceback.annotate({"a": 1}):
+            y = torch.cond(p, sin, cos, (x,))
+        return y + 1
+
+
+def cond_customs(ep):
+    """{call_function node name: custom} of an ExportedProgram, branch graphs included."""
+    return {n.name: n.meta.get("custom") for m in ep.graph_module.modules()
+            if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes if n.op == "call_function"}
+
+
+# upstream 2.13's strict export of AnnotatedCond, bare and inside an eager annotate({"caller": 0})
+# (ExportAnnotateOracleTests.test_cond_branches_match_upstream checks it against the oracle)
+EXPECTED_COND = {"cond": {"a": 1}, "getitem": {"a": 1}, "add": None, "sin": {"a": 1, "b": 2},
+                 "cos": {"a": 1}}
+EXPECTED_COND_IN_CALLER = {k: v and {"caller": 0, **v} for k, v in EXPECTED_COND.items()}
+
+
 class ExportAnnotateTests(TestCase):
     def export(self, strict, module=None):
         torch._dynamo.reset()
@@ -93,6 +122,20 @@ class ExportAnnotateTests(TestCase):
                 got = {n.name: n.meta.get("custom") for n in ep.graph.nodes if not n.name.startswith("p_")}
                 self.assertEqual(got, {"x": None, "linear": {"caller": 1, **EXPECTED_CUSTOM}, "relu": None,
                                        "output": None})
+
+    def test_cond_branches_keep_the_modules_block_around_the_cond(self):
+        # the branches are traced by tracers of their own, made inside the module's annotate({"a": 1}):
+        # that block is the module's, not the caller's, and its nodes record it (as strict export does)
+        args = (torch.tensor(True), torch.randn(3))
+        for strict in (True, False):
+            with self.subTest(strict=strict):
+                torch._dynamo.reset()
+                self.assertEqual(cond_customs(torch.export.export(AnnotatedCond(), args, strict=strict)),
+                                 EXPECTED_COND)
+                torch._dynamo.reset()
+                with fx_traceback.annotate({"caller": 0}):
+                    ep = torch.export.export(AnnotatedCond(), args, strict=strict)
+                self.assertEqual(cond_customs(ep), EXPECTED_COND_IN_CALLER)
 
     def test_disabled_user_function_records_nothing_when_nothing_is_annotated(self):
         # From 2.10 torch._dynamo.disable annotates the function it wraps with internal keys while
@@ -268,12 +311,40 @@ print(json.dumps(out, sort_keys=True))
 """
 
 
+ORACLE_COND_SNIPPET = """
+import json, torch, torch.fx.traceback as fx_traceback
+class AnnotatedCond(torch.nn.Module):
+    def forward(self, p, x):
+        def sin(x):
+            with fx_traceback.annotate({"b": 2}):
+                return x.sin()
+        def cos(x):
+            return x.cos()
+        with fx_traceback.annotate({"a": 1}):
+            y = torch.cond(p, sin, cos, (x,))
+        return y + 1
+def customs(ep):
+    return {n.name: n.meta.get("custom") for m in ep.graph_module.modules()
+            if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes if n.op == "call_function"}
+args = (torch.tensor(True), torch.randn(3))
+bare = customs(torch.export.export(AnnotatedCond(), args, strict=True))
+with fx_traceback.annotate({"caller": 0}):
+    in_caller = customs(torch.export.export(AnnotatedCond(), args, strict=True))
+print(json.dumps({"bare": bare, "in_caller": in_caller}, sort_keys=True))
+"""
+
+
 @requires_oracle
 class ExportAnnotateOracleTests(TestCase):
     def test_strict_export_matches_upstream(self):
         upstream = run_json(ORACLE_PYTHON, "-c", ORACLE_SNIPPET)
         self.assertEqual(upstream["export"]["aten.linear.default"], EXPECTED_CUSTOM)
         self.assertEqual(run_json(sys.executable, "-c", ORACLE_SNIPPET), upstream)
+
+    def test_cond_branches_match_upstream(self):
+        # the expectation of test_cond_branches_keep_the_modules_block_around_the_cond is upstream's
+        self.assertEqual(run_json(ORACLE_PYTHON, "-c", ORACLE_COND_SNIPPET),
+                         {"bare": EXPECTED_COND, "in_caller": EXPECTED_COND_IN_CALLER})
 
 
 if __name__ == "__main__":
