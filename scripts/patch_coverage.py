@@ -53,6 +53,9 @@ _TRITON_ONLY = ("a Triton kernel's call site (local-inductor-kernel-annotations 
 _KERNEL_ANNOTATIONS_ON = ("runs only with torch._inductor.config.kernel_annotations on (off by default; the "
                           "pristine release has no such option): kernel_call returns before it when the option "
                           "is off (local-inductor-kernel-annotations)")
+_ANNOTATED_BODY = ("runs only for a higher-order op's body graph whose nodes carry custom (an annotate() block "
+                   "Dynamo traced in a torch.cond branch), re-traced without preserve_node_meta() "
+                   "(local-export-nonstrict-custom)")
 ALLOWED: dict[tuple[str, str], str] = {
     ("torch/fx/traceback.py", "annotate"): _ANNOTATE_API,
     ("torch/fx/traceback.py", "annotate_fn"): _ANNOTATE_API,
@@ -96,6 +99,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/fx/passes/utils/fuser_utils.py", "_fused_graph_is_acyclic"):
         "called by fuse_by_partitions only with validate_all_at_once=True, which only regional Inductor passes, to "
         "fuse the nodes annotated compile_with_inductor (local-regional-inductor-linear-partitions)",
+    ("torch/_higher_order_ops/utils.py", "_maybe_run_with_interpreter.<locals>.graph_with_annotations"):
+        _ANNOTATED_BODY,
+    ("torch/_higher_order_ops/utils.py",
+     "_maybe_run_with_interpreter.<locals>._AnnotatingInterpreter.run_node"): _ANNOTATED_BODY,
     ("torch/fx/traceback.py", "_ActiveAnnotateBlocks.__init__"):
         "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",
     ("torch/fx/traceback.py", "_annotation_of"):
