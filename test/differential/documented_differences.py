@@ -235,7 +235,9 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._annotation_of": ("local-view-grad-fn-rebuild",),
     "torch.fx.experimental.proxy_tensor._rebuild_stale_view_grad_fns": ("local-view-grad-fn-rebuild",),
-    "torch.fx.experimental.proxy_tensor._user_annotation": ("local-export-nonstrict-custom",),
+    "torch.fx.experimental.proxy_tensor._caller_annotation": ("local-export-nonstrict-custom",),
+    "torch.fx.experimental.proxy_tensor._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),  # 2.10.0+
+    "torch.fx.passes.utils.fuser_utils._fused_graph_is_acyclic": ("local-regional-inductor-linear-partitions",),
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),
