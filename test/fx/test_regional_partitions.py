@@ -153,17 +153,17 @@ class TestRegionalFuse(TestCase):
         return ours[0]
 
     def test_random_graphs(self):
-        """700 random graphs of 4 to 60 ops (branches, joins, multi-output ops and getitems, HOP-like calls of
-        get_attr subgraphs, up to three region ids) and 15 of 150 to 400 ops."""
+        """300 random graphs of 4 to 60 ops (branches, joins, multi-output ops and getitems, HOP-like calls of
+        get_attr subgraphs, up to three region ids) and 8 of 150 to 400 ops."""
         outcomes = []
-        for seed, size in [(i, (4, 60)) for i in range(700)] + [(1000 + i, (150, 400)) for i in range(15)]:
+        for seed, size in [(i, (4, 60)) for i in range(300)] + [(1000 + i, (150, 400)) for i in range(8)]:
             def make(seed=seed, size=size):
                 rng = random.Random(seed)
                 return random_graph(rng, rng.randint(*size))
             outcomes.append(self.assert_same_fuse(make))
         # Regions of several ids can make partitions that close a cycle through one another: those raise, the
         # rest fuse, and both are in the corpus.
-        self.assertGreater(outcomes.count("fused"), 500)
+        self.assertGreater(outcomes.count("fused"), 200)
         self.assertGreater(outcomes.count("raised"), 0)
 
     def test_cycle_between_regions(self):
