@@ -20,7 +20,7 @@ from .errors import OverlayError, warn
 from .installation import STATE_DIR, STATE_FILE, TorchInstallation
 from .record import Record, record_hash
 from .transaction import (STAGING_NAME, Barrier, JournalDiscarded, JournalError, Transaction, failpoint, recover,
-                          remove_by_rename, remove_created_leftovers)
+                          remove_by_rename, remove_created_leftovers, remove_unlisted_deletions)
 
 DEVELOP_KEY = "develop"  # in applied.json: where develop's links point (develop.develop_state writes it)
 
@@ -73,6 +73,10 @@ def recover_interrupted(inst: TorchInstallation) -> str | None:
         if created:
             e.unchanged += (f", except {', '.join(created)}, which the interrupted apply had created and the "
                             "reinstall left behind: removed")
+        unlisted = remove_unlisted_deletions(e, set(inst.record().entries()))
+        if unlisted:
+            e.unchanged += (f", except {', '.join(unlisted)}, which the interrupted revert was removing and the "
+                            "reinstall (whose RECORD does not list them) left behind: removed")
         raise
     except JournalError as e:
         if "reinstall the package" in e.todo:

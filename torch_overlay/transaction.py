@@ -149,6 +149,22 @@ class JournalDiscarded(JournalError):
 
     root: Path | None = None
     created: tuple = ()
+    # the deletions the interrupted command had planned, with what each target held before it (a revert
+    # removes the files the series created, which no RECORD of a reinstall lists either)
+    deleted: tuple = ()
+
+
+def remove_unlisted_deletions(discarded: JournalDiscarded, listed: set[str]) -> list[str]:
+    """Finish each deletion ``discarded`` had planned whose target still holds exactly what the interrupted
+    command meant to delete and that ``listed`` (the RECORD now on disk) does not name: a reinstall neither
+    removed nor rewrote it (a .pyc of a module the series created, say); the paths removed."""
+    removed = []
+    for target, held in discarded.deleted:
+        path = discarded.root / target
+        if target not in listed and path.is_file() and not path.is_symlink() and _fingerprint(path) == held:
+            path.unlink()
+            removed.append(target)
+    return removed
 
 
 def remove_created_leftovers(discarded: JournalDiscarded) -> list[str]:
@@ -537,6 +553,7 @@ def _discard_stale_journal(staging: Path, root: Path, moves: list[_Move], change
         todo="run 'torch-overlay status' to see what is installed now, then 'torch-overlay apply' to patch it")
     error.root = root
     error.created = tuple((m.target, m.after) for m in moves if m.staged is not None and not m.existed and m.after)
+    error.deleted = tuple((m.target, m.before) for m in moves if m.staged is None and m.before)
     raise error
 
 
