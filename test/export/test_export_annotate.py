@@ -8,6 +8,7 @@ format): any value json.dumps takes saves, and comes back as JSON gives it back.
 """
 import collections
 import enum
+import inspect
 import io
 import json
 import sys
@@ -311,27 +312,17 @@ print(json.dumps(out, sort_keys=True))
 """
 
 
-ORACLE_COND_SNIPPET = """
-import json, torch, torch.fx.traceback as fx_traceback
-class AnnotatedCond(torch.nn.Module):
-    def forward(self, p, x):
-        def sin(x):
-            with fx_traceback.annotate({"b": 2}):
-                return x.sin()
-        def cos(x):
-            return x.cos()
-        with fx_traceback.annotate({"a": 1}):
-            y = torch.cond(p, sin, cos, (x,))
-        return y + 1
-def customs(ep):
-    return {n.name: n.meta.get("custom") for m in ep.graph_module.modules()
-            if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes if n.op == "call_function"}
+# The oracle runs the same module and reader as the tests above, given as their source text
+ORACLE_COND_SNIPPET = (
+    "import json, torch, torch.fx.traceback as fx_traceback\n"
+    + inspect.getsource(AnnotatedCond) + inspect.getsource(cond_customs) + """
 args = (torch.tensor(True), torch.randn(3))
-bare = customs(torch.export.export(AnnotatedCond(), args, strict=True))
+bare = cond_customs(torch.export.export(AnnotatedCond(), args, strict=True))
 with fx_traceback.annotate({"caller": 0}):
-    in_caller = customs(torch.export.export(AnnotatedCond(), args, strict=True))
+    in_caller = cond_customs(torch.export.export(AnnotatedCond(), args, strict=True))
 print(json.dumps({"bare": bare, "in_caller": in_caller}, sort_keys=True))
 """
+)
 
 
 @requires_oracle
