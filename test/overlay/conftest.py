@@ -14,7 +14,8 @@ from scratch_torch import TORCH_RELEASE
 
 REFERENCE_RELEASE = "2.5.1"
 RELEASE_GENERIC = {"test_demo.py", "test_series.py", "test_port.py", "test_release_apply.py", "test_patch_headers.py",
-                   "test_stacks.py", "test_pr_tools.py", "test_report_profile.py"}
+                   "test_stacks.py", "test_pr_tools.py", "test_report_profile.py",
+                   "test_series_is_refresh_output.py"}
 # Tests of one release only, run where .venv holds it (CI's step of that release), and on no other.
 RELEASE_ONLY = {
     # apply-source, refresh and develop on Debian's source package of PyTorch 2.6.0, the one release Debian
