@@ -18,7 +18,9 @@ Like upstream's test/test_public_bindings.py, but against the release.
 Every other name the series adds is one upstream's module has too, or a private helper of the series' own
 code listed with its patch (test/differential/documented_differences.py, which the no-annotation
 differential's ``dir()`` comparison reads as well): a helper imports what it needs inside the function that
-uses it, so no module gains an imported name upstream's lacks.
+uses it, so no module gains an imported name upstream's lacks, except the few module-level imports listed
+with their patch in ``LOCAL_MODULE_IMPORTS`` (a helper that runs per node imports at module level, as a
+reviewer asks).
 """
 from __future__ import annotations
 
@@ -36,7 +38,9 @@ from torch_overlay.pristine import from_installation
 from torch_overlay.series import default_patches_root, load_series
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "differential"))
-from documented_differences import LOCAL_PRIVATE_NAMES, UPSTREAM_MODULE_NAMES  # noqa: E402
+from documented_differences import (  # noqa: E402
+    LOCAL_MODULE_IMPORTS, LOCAL_PRIVATE_NAMES, UPSTREAM_MODULE_NAMES,
+)
 
 # Public names a patch adds to a module of the release: (module file, name) -> the patches that add it
 # (one of them is in each series whose release lacks the name).
@@ -272,6 +276,12 @@ class TestModuleSurface(TestCase):
                 if qualified in UPSTREAM_MODULE_NAMES:
                     continue
                 with self.subTest(module=m.name, name=name):
+                    if imported and qualified in LOCAL_MODULE_IMPORTS:
+                        patches = [applied[p] for p in LOCAL_MODULE_IMPORTS[qualified] if p in applied]
+                        self.assertTrue(any(adds_binding(p.path.read_text(), m.path, name) for p in patches),
+                                        f"none of {LOCAL_MODULE_IMPORTS[qualified]} in the torch "
+                                        f"{torch.__version__} series imports {name} into {m.path}")
+                        continue
                     self.assertFalse(imported, f"the series imports {name} into {m.name}, which upstream's module "
                                                "does not: import it inside the function that needs it")
                     self.assertIn(qualified, LOCAL_PRIVATE_NAMES,
@@ -292,6 +302,16 @@ class TestModuleSurface(TestCase):
                 files = [f for p in patch_names for f in root.glob(f"*/{p}.patch")]
                 self.assertTrue(any(adds_binding(f.read_text(), path, name) for f in files for path in paths),
                                 f"no series' {patch_names} adds {name} to {module}: drop the entry")
+
+    def test_each_listed_module_import_is_made_by_its_patch_in_some_series(self):
+        """No stale entry in the list of the series' own module-level imports."""
+        root = default_patches_root()
+        for qualified, patch_names in LOCAL_MODULE_IMPORTS.items():
+            module, name = qualified.rsplit(".", 1)
+            with self.subTest(name=qualified):
+                files = [f for p in patch_names for f in root.glob(f"*/{p}.patch")]
+                self.assertTrue(any(adds_binding(f.read_text(), module.replace(".", "/") + ".py", name)
+                                    for f in files), f"no series' {patch_names} imports {name}: drop the entry")
 
 
 if __name__ == "__main__":

@@ -225,8 +225,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.graph._annotation_summary": ("173119-graph-code-annotation",),
     "torch.fx.traceback._F": ("163673-annotate",),
     "torch.fx.traceback._should_preserve_node_seq_nr": ("172687-preserve-node-seq-nr",),
-    "torch.fx.traceback._custom_before_trace": ("local-annotation-entered-in-trace",),
-    "torch.fx.traceback._traces_under_way": ("local-annotation-entered-in-trace",),
+    "torch.fx.traceback._trace_state": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._trace_started": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._annotation_entered_in_trace": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._SeqNrAnnotations": ("local-bw-seq-nr-ranges",),
@@ -235,13 +234,20 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._annotation_of": ("local-view-grad-fn-rebuild",),
     "torch.fx.experimental.proxy_tensor._rebuild_stale_view_grad_fns": ("local-view-grad-fn-rebuild",),
-    "torch.fx.experimental.proxy_tensor._caller_annotation": ("local-export-nonstrict-custom",),
     "torch.fx.experimental.proxy_tensor._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),  # 2.10.0+
     "torch.fx.passes.utils.fuser_utils._fused_graph_is_acyclic": ("local-regional-inductor-linear-partitions",),
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),
     "torch.fx.passes.utils.fuser_utils._fused_graph_is_acyclic": ("local-regional-inductor-linear-partitions",),
+}
+
+# Module-level imports the series' own helpers use that the release's module (and upstream's) lacks, each with
+# the patch that adds it (a reviewer asks for module-level imports, not one inside each call of a hot helper).
+LOCAL_MODULE_IMPORTS = {
+    "torch.fx.traceback.threading": ("local-annotation-entered-in-trace",),  # 2.5.1-2.9.1 lack it
+    "torch.fx.traceback.bisect": ("local-bw-seq-nr-ranges",),
+    "torch.fx.traceback._get_sequence_nr": ("local-bw-seq-nr-ranges",),
 }
 
 # Module-level imports a patch leaves unused where it removes the module's last use of them: the pull request
@@ -254,11 +260,13 @@ DROPPED_IMPORTS = {
 DOCUMENTED.append(Documented(
     "private module names", "private helpers of the series' own code in the modules it touches "
     "(`_annotation_repr`, `_SeqNrAnnotations`, ...: each is listed with its patch in "
-    "`LOCAL_PRIVATE_NAMES`); the series adds no public name and no import beyond upstream's, and drops an "
+    "`LOCAL_PRIVATE_NAMES`) and the module-level imports they use (`bisect`, `_get_sequence_nr` and, "
+    "where the release lacks it, `threading` in `fx.traceback`: `LOCAL_MODULE_IMPORTS`); the series adds no "
+    "public name and no other import beyond upstream's, and drops an "
     "import only where a patch removes its last use (`copy` of `fx.traceback` on 2.15.0 and of "
     "`_functorch._aot_autograd.utils` from 2.13.0: `DROPPED_IMPORTS`, upstream's lint refuses an unused one)",
     "none (the series' own helpers)", "the patches listed with each name", NEVER,
-    lambda d: ((d.what == "module name added" and d.key in LOCAL_PRIVATE_NAMES)
+    lambda d: ((d.what == "module name added" and (d.key in LOCAL_PRIVATE_NAMES or d.key in LOCAL_MODULE_IMPORTS))
                or (d.what == "module name removed" and d.key in DROPPED_IMPORTS)), "(module surface)"))
 
 

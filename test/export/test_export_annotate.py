@@ -124,6 +124,25 @@ class ExportAnnotateTests(TestCase):
                 self.assertEqual(got, {"x": None, "linear": {"caller": 1, **EXPECTED_CUSTOM}, "relu": None,
                                        "output": None})
 
+    def test_tensor_valued_annotation_inside_a_caller_block(self):
+        # The caller's annotation is told apart by identity: no value's __eq__ runs (a tensor's raises).
+        class TensorAnnotated(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                with fx_traceback.annotate({"scale": torch.zeros(2)}):
+                    y = self.lin(x)
+                return y.relu()
+
+        torch._dynamo.reset()
+        with fx_traceback.annotate({"scale": torch.ones(2)}):
+            ep = torch.export.export(TensorAnnotated(), (torch.randn(2, 4),), strict=False)
+        got = {n.name: n.meta.get("custom") for n in ep.graph.nodes}
+        self.assertEqual(list(got["linear"]), ["scale"])
+        self.assertEqual([got["x"], got["relu"], got["output"]], [None, None, None])
+
     def test_cond_branches_keep_the_modules_block_around_the_cond(self):
         # the branches are traced by tracers of their own, made inside the module's annotate({"a": 1}):
         # that block is the module's, not the caller's, and its nodes record it (as strict export does)

@@ -24,6 +24,7 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.fx.experimental.proxy_tensor import get_proxy_mode
 from torch.fx.traceback import annotate
 from torch.testing._internal.common_utils import TestCase, run_tests
 
@@ -486,7 +487,13 @@ class TestInplaceOnView(AnnotationTestCase):
             self.assertTrue(any(n.meta["seq_nr"] != first for n in paired), [n.name for n in paired])
             self.assertEqual({n.name: region(n) for n in paired}, {n.name: expected_region for n in paired})
             for n in paired:
-                self.assertEqual(n.meta["fwd_source_fn_stack"], forward.meta.get("source_fn_stack"), n.name)
+                self.assertEqual(n.meta.get("fwd_source_fn_stack"), forward.meta.get("source_fn_stack"), n.name)
+                if n.meta["seq_nr"] not in forward_seq_nrs:
+                    # given the annotation current when its Node was numbered: a key nothing current had (no
+                    # module or source stack under aot_function) stays absent, as on a node that pairs with nothing
+                    for key in ("nn_module_stack", "source_fn_stack"):
+                        if forward.meta.get(key) is None:
+                            self.assertNotIn("fwd_" + key, n.meta, n.name)
             owned.update(n.name for n in paired)
         unpaired = [n.name for _, n in ops if n.meta["seq_nr"] not in forward_seq_nrs]
         self.assertEqual([name for name in unpaired if name not in owned], [])
@@ -517,38 +524,6 @@ class TestInplaceOnView(AnnotationTestCase):
         fw, bw = record(Scatter(), torch.randn(4, 3, requires_grad=True), compile_with=compile_with_dynamo)
         # copy_'s derivative for the overwritten view is zeros
         self.check_inplace_regions(fw, bw, {"aten.copy.default": ("scatter", "aten.zeros_like.default")})
-
-
-    def test_annotate_blocks_of_another_thread_leave_the_seq_nr_map_alone(self):
-        """Thread isolation of the seq_nr -> annotation map: torch traces one
-        graph at a time in a process, so one recording serves the process, and
-        it keeps only the tracing thread's annotate() entries and exits.
-        Autograd numbers its Nodes per thread, so a block that another thread
-        enters and leaves during the trace, with that thread's own numbers
-        past the tracing thread's, adds nothing to the map (unsorted, it would
-        send the lookup astray): the in-place op's backward still takes its
-        region."""
-        from torch._C._autograd import _get_sequence_nr
-
-        def annotate_in_another_thread(tracing_threads_next_number):
-            t = torch.ones(1, requires_grad=True)
-            while _get_sequence_nr() <= tracing_threads_next_number + 8:
-                t * 1  # an autograd Node: this thread's own counter moves on
-            for _ in range(8):
-                with annotate({"region": "other thread"}):
-                    t * 1
-
-        def f(x, w):
-            y = x.clone()
-            worker = threading.Thread(target=annotate_in_another_thread, args=(_get_sequence_nr(),))
-            worker.start()
-            worker.join()
-            with annotate({"region": "scale"}):
-                y[1:].mul_(w)
-            return y.cos()
-
-        fw, bw = record(f, torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True))
-        self.check_inplace_regions(fw, bw, {"aten.mul.Tensor": ("scale", "aten.mul.Tensor")})
 
     def test_nested_recording_leaves_no_gap_in_the_outer_one(self):
         """A graph traced while another one is records its own seq_nr map; the
@@ -601,6 +576,127 @@ def nll_applying_identities(count):
             return onehot * grad, None
 
     return NLL
+
+
+class TestSeqNrRecordingThreads(AnnotationTestCase):
+    """The seq_nr -> annotation recordings are per thread (local-bw-seq-nr-ranges), as autograd's numbering is.
+    Two joint graphs are not traced in two threads at the same moment (make_fx's and preserve_node_meta's state
+    is one for the process), so what thread isolation means is what these programs do: another thread's
+    annotate() blocks during this thread's trace, and a joint graph traced in another thread while this
+    thread's trace waits on it."""
+
+    check_inplace_regions = TestInplaceOnView.check_inplace_regions
+
+    def test_annotate_blocks_of_another_thread_leave_the_seq_nr_map_alone(self):
+        """Autograd numbers its Nodes per thread, and so are the recordings:
+        a block that another thread enters and leaves during the trace, with
+        that thread's own numbers past the tracing thread's, adds nothing to
+        this thread's map (unsorted, it would send the lookup astray): the
+        in-place op's backward still takes its region."""
+        from torch._C._autograd import _get_sequence_nr
+
+        def annotate_in_another_thread(tracing_threads_next_number):
+            t = torch.ones(1, requires_grad=True)
+            while _get_sequence_nr() <= tracing_threads_next_number + 8:
+                t * 1  # an autograd Node: this thread's own counter moves on
+            for _ in range(8):
+                with annotate({"region": "other thread"}):
+                    t * 1
+
+        def f(x, w):
+            y = x.clone()
+            worker = threading.Thread(target=annotate_in_another_thread, args=(_get_sequence_nr(),))
+            worker.start()
+            worker.join()
+            with annotate({"region": "scale"}):
+                y[1:].mul_(w)
+            return y.cos()
+
+        fw, bw = record(f, torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True))
+        self.check_inplace_regions(fw, bw, {"aten.mul.Tensor": ("scale", "aten.mul.Tensor")})
+
+    def test_annotate_block_of_another_thread_inside_this_threads_block(self):
+        """The same inside this thread's block, before the in-place op: another thread (its own count of Nodes
+        still at its start, below this thread's) enters and leaves a block; this thread's map still gives the
+        in-place op's backward its region (an entry at that thread's number would send the lookup astray)."""
+
+        def annotate_in_another_thread():
+            with annotate({"region": "other thread"}):
+                pass
+
+        def f(x, w):
+            y = x.clone()
+            with annotate({"region": "scale"}):
+                worker = threading.Thread(target=annotate_in_another_thread)
+                worker.start()
+                worker.join()
+                y[1:].mul_(w)
+            return y.cos()
+
+        fw, bw = record(f, torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True))
+        self.check_inplace_regions(fw, bw, {"aten.mul.Tensor": ("scale", "aten.mul.Tensor")})
+
+    def test_trace_in_another_thread_at_this_threads_sequence_number(self):
+        """Another thread traces an annotate() block of its own (make_fx) while this thread's joint trace waits
+        inside its block, that thread's next autograd number being this thread's: the other thread's notes stay
+        in its own (empty) chain, so this thread's block still holds the number its NLL Function's Node takes,
+        and the NLL's backward its region."""
+        from torch._C._autograd import _get_sequence_nr
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        nll = nll_applying_identities(1)
+
+        def other_thread_traces(this_threads_next_number):
+            t = torch.ones(1, requires_grad=True)
+            while _get_sequence_nr() < this_threads_next_number:
+                t * 1  # an autograd Node: this thread's own counter moves on
+
+            def traced(y):
+                with annotate({"module_fqn": "other thread"}):
+                    return y + 1
+
+            make_fx(traced)(torch.ones(1))
+
+        def f(x, target):
+            with annotate({"module_fqn": "loss"}):
+                if get_proxy_mode() is not None:  # the joint graph's trace
+                    worker = threading.Thread(target=other_thread_traces, args=(_get_sequence_nr(),))
+                    worker.start()
+                    worker.join()
+                return nll.apply(torch.log_softmax(x, 1), target)
+
+        fw, bw = record(f, torch.randn(3, 5, requires_grad=True), torch.tensor([0, 2, 4]))
+        (scatter,) = [n for _, n in call_function_nodes(bw) if op(n) == "aten.scatter.value"]
+        self.assertEqual(scatter.meta.get("custom"), {"module_fqn": "loss"})
+
+    def test_graph_traced_in_another_thread_while_this_one_waits(self):
+        def nested(x, w):
+            with annotate({"region": "nested"}):
+                y = x.clone()
+                with annotate({"region": "scale"}):
+                    y[1:].mul_(w)
+                return y.cos()
+
+        nested_graphs = []
+
+        def trace_nested():
+            nested_graphs.append(record(nested, torch.randn(4, 3, requires_grad=True), torch.randn(3, 3)))
+
+        def f(x, w):
+            with annotate({"region": "outer"}):
+                if get_proxy_mode() is not None:  # the joint graph's trace, not the metadata pass before it
+                    worker = threading.Thread(target=trace_nested)
+                    worker.start()
+                    worker.join()
+                y = x + 5
+            with annotate({"region": "scale"}):
+                y[1:].mul_(w)
+            return y.cos()
+
+        fw, bw = record(f, torch.randn(4, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True))
+        self.check_inplace_regions(fw, bw, {"aten.mul.Tensor": ("scale", "aten.mul.Tensor")})
+        ((nested_fw, nested_bw),) = nested_graphs
+        self.check_inplace_regions(nested_fw, nested_bw, {"aten.mul.Tensor": ("scale", "aten.mul.Tensor")})
 
 
 class TestFunctionInsideFunction(AnnotationTestCase):

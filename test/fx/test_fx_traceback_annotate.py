@@ -390,6 +390,49 @@ class TestAnnotationEnteredInTrace(TestCase):
         make_fx(traced)(torch.randn(2))
         self.assertEqual(looked, [None, {"caller": 0}])
 
+    def test_tensor_valued_annotation(self):
+        # Told apart by identity: no value's __eq__ runs (a tensor's would raise: "Boolean value of Tensor with
+        # more than one value is ambiguous").
+        def f(x, look):
+            look()
+            with fx_traceback.annotate({"weight": torch.zeros(2)}):
+                look()
+            return x + 1
+
+        weight = torch.ones(2)
+        with fx_traceback.annotate({"weight": weight}):
+            before, inside = self.trace_looking(f, torch.randn(2))
+        self.assertIsNone(before)
+        self.assertEqual(list(inside), ["weight"])
+        self.assertIsNot(inside["weight"], weight)
+
+    def test_trace_in_another_thread_keeps_its_own_caller_annotation(self):
+        # While another thread traces (with nothing current), this thread traces inside a caller block of its
+        # own: that block is this trace's caller annotation, not one entered in a trace.
+        other_tracing, this_done = threading.Event(), threading.Event()
+
+        def other(x):
+            other_tracing.set()
+            this_done.wait(timeout=60)
+            return x * 2
+
+        def f(x, look):
+            look()
+            with fx_traceback.annotate({"inner": 1}):
+                look()
+            return x + 1
+
+        thread = threading.Thread(target=lambda: make_fx(other)(torch.randn(2)))
+        thread.start()
+        try:
+            self.assertTrue(other_tracing.wait(timeout=60))
+            with fx_traceback.annotate({"caller": 0}):
+                seen = self.trace_looking(f, torch.randn(2))
+        finally:
+            this_done.set()
+            thread.join(timeout=60)
+        self.assertEqual(seen, [None, {"caller": 0, "inner": 1}])
+
 
 if __name__ == "__main__":
     run_tests()
