@@ -80,7 +80,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.clone"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_from_variable"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_is_sequence_of_pairs"): _DYNAMO_ANNOTATE,
-    ("torch/_dynamo/variables/ctx_manager.py", "_sequence_of_pairs"): _DYNAMO_ANNOTATE,
+    ("torch/_dynamo/variables/ctx_manager.py", "_annotation_as_dict"): _DYNAMO_ANNOTATE,
+    ("torch/_dynamo/variables/ctx_manager.py", "_annotation_dict"): _DYNAMO_ANNOTATE,
+    ("torch/_dynamo/variables/ctx_manager.py", "_read_from_a_guarded_container"): _DYNAMO_ANNOTATE,
+    ("torch/_dynamo/variables/ctx_manager.py", "_key_path"): _DYNAMO_ANNOTATE,
+    ("torch/_dynamo/variables/ctx_manager.py", "_annotation_not_constant"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_constant_annotation"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_value"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/functions.py", "_recreate_supported_context_manager.<locals>.attr"):

@@ -7,6 +7,7 @@ No test enters preserve_node_meta(): Dynamo must not need it.
 """
 import enum
 import sys
+import unittest
 from pathlib import Path
 
 import torch
@@ -22,6 +23,9 @@ from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa:
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_PROGRAM = REPO / "test" / "oracle" / "programs" / "dynamo_annotate_program.py"
 NODE_OPS = ("call_function", "call_method", "call_module", "get_attr")
+# through 2.9.1 the annotation reader is 164916's backport, which still specializes every symbolic int and
+# reads only dicts and lists of pairs; from 2.10 it is local-dynamo-annotation-constants (and -pairs on 2.15)
+READER_2_10 = torch.__version__ >= "2.10"  # TorchVersion: compares as a version
 
 
 def dynamo_table(gm):
@@ -567,9 +571,45 @@ add|""")
             with fx_traceback.annotate({"weights": t}):
                 return x + 1
 
-        # a TorchRuntimeError through 2.9.1; from 2.10 a Dynamo graph break (an error under fullgraph=True)
-        with self.assertRaisesRegex(Exception, r"annotation key 'weights' is Tensor\b.*not a compile-time constant"):
+        # a TorchRuntimeError naming the key through 2.9.1 (164916's reader); from 2.10 a Dynamo graph break
+        # (an error under fullgraph=True) naming the key path (local-dynamo-annotation-constants)
+        with self.assertRaisesRegex(Exception, r"annotation (key 'weights'|value at \['weights'\]) is Tensor\b"
+                                               r".*not a compile-time constant"):
             torch.compile(f, backend="eager", fullgraph=True)(torch.randn(2), torch.randn(2))
+        self.assert_tracing_state_clean()
+
+    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 specializes every symbolic int")
+    def test_symbolic_or_tensor_value_is_a_graph_break_naming_its_key_path(self):
+        # an annotation must not specialize the graph: a size, an .item() or a nested tensor is a graph break
+        # naming where it sits (an int of a guarded dict that became dynamic is read as its value, above)
+        def by_size(x):
+            with fx_traceback.annotate({"n": x.shape[0]}):
+                return x.cos()
+
+        def by_item(x):
+            with fx_traceback.annotate({"m": {"n": x.sum().item()}}):
+                return x.cos()
+
+        def by_key(x):
+            with fx_traceback.annotate({"m": [0, {x: 1}]}):
+                return x.cos()
+
+        for fn, message in ((by_size, r"value at \['n'\] is a symbolic int"),
+                            (by_item, r"value at \['m'\]\['n'\] is a symbolic float"),
+                            (by_key, r"a key of the annotation value at \['m'\]\[1\] is Tensor")):
+            with self.subTest(fn.__name__), torch._dynamo.config.patch(capture_scalar_outputs=True):
+                torch._dynamo.reset()
+                with self.assertRaisesRegex(torch._dynamo.exc.Unsupported, message):
+                    torch.compile(fn, backend="eager", fullgraph=True, dynamic=True)(torch.randn(4))
+        # without fullgraph the frame runs eagerly: no graph is specialized on a size
+        torch._dynamo.reset()
+        cap = Capture()
+        compiled = torch.compile(by_size, backend=cap, dynamic=True)
+        for n in (4, 5, 6):
+            x = torch.randn(n)
+            self.assertEqual(compiled(x), by_size(x))
+        self.assertEqual([n.meta["custom"] for gm in cap.dynamo_graphs for n in gm.graph.nodes
+                          if "custom" in n.meta], [])
         self.assert_tracing_state_clean()
 
 
