@@ -1,7 +1,7 @@
 """Does regional_inductor group the marked nodes as upstream's partitioner does?
 
 local-regional-inductor-linear-partitions groups the marked nodes with torch.fx.passes.infra._linear_partitioner,
-which proposes the partitions of upstream's (2.13) CapabilityBasedPartitioner in near-linear time. This
+which proposes the partitions of upstream's (2.13) CapabilityBasedPartitioner without its quadratic cost. This
 builds random graphs from a seed (chains and joins of ops, some ops with several outputs taken by getitems, a
 random subset marked ``compile_with_inductor``), groups each with the installed pass's grouping and with the
 2.13 oracle's CapabilityBasedPartitioner (``.venv-oracle``, the partitioner upstream's pass calls), and counts

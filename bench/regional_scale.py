@@ -16,14 +16,13 @@ regions) at N = 1k..32k; and the forward and backward graphs of bench/regional_i
 (dim 64, attention and MLP of every block marked) at 24 and 48 layers, captured with a recording aot_autograd
 backend on each side. Per measurement: wall time of the grouping, and its peak memory (tracemalloc, a second
 run; on the GPT graphs for ours only); a side that took longer than ``--limit`` seconds at one size is not run at
-larger ones. ``fuse`` is the release's ``fuse_by_partitions`` on our partitions, as the pass calls it
-(``validate_all_at_once=True``: every partition checked for cycles in one pass over the graph).
+larger ones. ``fuse`` is the release's ``fuse_by_partitions`` on our partitions, as the pass calls it (the patch
+leaves the fuse step as the release has it: each partition checked for cycles by ``validate_partition``).
 
 The whole step (``--no-step`` leaves it out), on the residual chain: ours is the pass's own
 ``_create_inductor_marked_regions`` (grouping + fuse); release is the release's partitioner and its
-``fuse_by_partitions`` with the walk per partition (the pass before the patch); 2.13 the same in the oracle.
-Beside it the fuse alone on our partitions, ours (``validate_all_at_once=True``) and the release's walk per
-partition. Each cell wall / CPU seconds (the machine is shared: CPU time is the steadier figure), growth of the
+``fuse_by_partitions`` (the pass before the patch); 2.13 the same in the oracle. Beside it the fuse alone on our
+partitions (the release's ``fuse_by_partitions``, which the patched pass runs). Each cell wall / CPU seconds (the machine is shared: CPU time is the steadier figure), growth of the
 CPU time per doubling, and peak memory (tracemalloc, a second run).
 
     .venv/bin/python bench/regional_scale.py                          # everything, about 10 minutes
@@ -60,12 +59,21 @@ def chain(n):
     graph.output((x,))
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
-if spec["graph"] == "chain":
-    gm = chain(spec["n"])
+if spec["graph"] == "random":
+    # a random graph of test/fx/partition_graphs.py (its seed picks how many ops are marked and how far back
+    # an op takes its inputs, so the number of partitions grows with the graph or stays small)
+    import random
+    from partition_graphs import _Holder, random_graph
+    rng = random.Random(spec["seed"])
+    graph, regions = random_graph(rng, spec["n"])
+    gm = _Holder(graph)
 else:
-    graphs = model_graphs(spec["graph"])
-    gm = graphs[spec["index"]]
-regions = marked_regions(gm.graph)
+    if spec["graph"] == "chain":
+        gm = chain(spec["n"])
+    else:
+        graphs = model_graphs(spec["graph"])
+        gm = graphs[spec["index"]]
+    regions = marked_regions(gm.graph)
 
 def group():
     if spec["side"] == "ours":
@@ -81,29 +89,28 @@ def group():
         out += [p.nodes for p in CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True).propose_partitions()]
     return out
 
-def fuse(partitions, fast):
-    # this release's fuse_by_partitions, as the pass calls it (ours: validate_all_at_once=True, one check of
-    # every partition; release: the walk per partition)
+def fuse(partitions):
+    # this release's fuse_by_partitions, as the pass calls it (the patch leaves the fuse step as it is)
     import inspect
     from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
-    kwargs = {"validate_all_at_once": True} if fast else {}
+    kwargs = {}
     if "always_return_tuple" in inspect.signature(fuse_by_partitions).parameters and spec.get("tuple"):
         kwargs["always_return_tuple"] = True
     return fuse_by_partitions(gm, partitions, prefix="__marked_inductor_submod", **kwargs)
 
 def step():
     # the whole step: ours is the pass's own _create_inductor_marked_regions; the release's is its partitioner
-    # and its fuse_by_partitions with the walk per partition (the pass before the patch)
+    # and its fuse_by_partitions (the pass before the patch)
     if spec["side"] == "ours":
         from torch.fx.passes.regional_inductor import _create_inductor_marked_regions
         return _create_inductor_marked_regions(gm)
-    return fuse([dict.fromkeys(p) for p in group()], False)
+    return fuse([dict.fromkeys(p) for p in group()])
 
 if spec["what"] in ("step", "fuse_only"):
     # wall and CPU time (the machine is shared: CPU time is the steadier figure), or peak memory (tracemalloc)
     if spec["what"] == "fuse_only":
         partitions = group()
-        run = lambda: fuse([dict.fromkeys(p) for p in partitions], spec["fast"])
+        run = lambda: fuse([dict.fromkeys(p) for p in partitions])
     else:
         run = step
     import gc
@@ -129,12 +136,13 @@ if spec["what"] == "memory":
     result["peak_mb"] = tracemalloc.get_traced_memory()[1] / 1e6
     tracemalloc.stop()
 else:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     partitions = group()
     result["seconds"] = time.perf_counter() - start
+    result["cpu"] = time.process_time() - cpu
     if spec["what"] == "fuse":
         start = time.perf_counter()
-        fuse([dict.fromkeys(p) for p in partitions], True)
+        fuse([dict.fromkeys(p) for p in partitions])
         result["fuse_seconds"] = time.perf_counter() - start
 result["partitions"] = len(partitions)
 print(json.dumps(result))
@@ -171,6 +179,8 @@ def main() -> int:
     p.add_argument("--no-gpt", action="store_true")
     p.add_argument("--no-chain", action="store_true", help="no grouping table")
     p.add_argument("--no-step", action="store_true", help="no whole-step / fuse table")
+    p.add_argument("--random", default="", metavar="SEEDS",
+                   help="also a grouping table of random graphs of these seeds (ours only), e.g. 0,3,8,10")
     p.add_argument("--layers", default="24,48", help="GPT sizes")
     p.add_argument("--sides", default="ours,release,2.13", help="which sides to run")
     p.add_argument("--oracle", type=Path, default=REPO / ".venv-oracle" / "bin" / "python")
@@ -187,14 +197,40 @@ def main() -> int:
         chain_table(args, sides)
     if not args.no_step:
         step_table(args, sides)
+    if args.random:
+        random_table(args, sides)
     if not args.no_gpt:
         gpt_table(args, sides)
     return 0
 
 
+def random_table(args, sides: dict) -> None:
+    """Our grouping on random graphs (ours only: the partitioners take minutes at these sizes), CPU seconds and
+    growth per doubling: where the number of partitions grows with the graph, the bit sets widen with it."""
+    print()
+    print("Random graphs (test/fx/partition_graphs.py, one seed per row): nodes / partitions, CPU seconds of our "
+          "grouping (growth per doubling)")
+    print()
+    sizes = list(map(int, args.sizes.split(",")))
+    print("| seed | " + " | ".join(f"{n:,} ops" for n in sizes) + " |")
+    print("|---" * (len(sizes) + 1) + "|")
+    for seed in map(int, args.random.split(",")):
+        cells, prev = [], None
+        for n in sizes:
+            r = measure(sides["ours"], {"graph": "random", "seed": seed, "n": n, "side": "ours", "what": "time"},
+                        args.limit)
+            if r is None:
+                cells.append(f"over {args.limit:.0f} s")
+                break
+            growth = f" (x{r['cpu'] / max(prev['cpu'], 1e-9):.1f})" if prev else ""
+            cells.append(f"{r['nodes']:,} / {r['partitions']:,}: {r['cpu']:.2f} s{growth}")
+            prev = r
+        print(f"| {seed} | " + " | ".join(cells) + " |", flush=True)
+
+
 def chain_table(args, sides: dict) -> None:
     print()
-    print("| nodes | regions | " + " | ".join(sides) + " | fuse (ours) |")
+    print("| nodes | regions | " + " | ".join(sides) + " | fuse |")
     print("|---" * (len(sides) + 3) + "|")
     stopped: set = set()
     previous: dict = {}
@@ -237,16 +273,14 @@ def step_cell(r: dict | None, limit: float, prev: dict | None = None) -> str:
 
 
 def step_table(args, sides: dict) -> None:
-    """The whole step (grouping + fuse: _create_inductor_marked_regions) and the fuse alone, ours and the
-    release's, side by side."""
+    """The whole step (grouping + fuse: _create_inductor_marked_regions), ours and the release's side by side, and
+    the fuse alone (the release's fuse_by_partitions on our partitions: what the patched pass runs)."""
     print()
-    print("Whole step (grouping + fuse) and fuse alone; each cell: wall / CPU seconds (growth of the CPU time per "
-          "doubling), peak memory (tracemalloc)")
+    print("Whole step (grouping + fuse) and fuse alone (the release's, on our partitions); each cell: wall / CPU "
+          "seconds (growth of the CPU time per doubling), peak memory (tracemalloc)")
     print()
-    step_sides = {"ours": sides["ours"], "release": sides["release"]}
-    if "2.13" in sides:
-        step_sides["2.13"] = sides["2.13"]
-    heads = [f"step ({s})" for s in step_sides] + ["fuse (ours)", "fuse (release)"]
+    step_sides = {s: sides[s] for s in ("ours", "release", "2.13") if s in sides}
+    heads = [f"step ({s})" for s in step_sides] + ["fuse"]
     print("| nodes | submodules | " + " | ".join(heads) + " |")
     print("|---" * (len(heads) + 2) + "|")
     stopped: set = set()
@@ -255,8 +289,7 @@ def step_table(args, sides: dict) -> None:
         row: dict = {}
         jobs = [(f"step ({s})", python, {"what": "step", "side": "ours" if s == "ours" else "release"})
                 for s, python in step_sides.items()]
-        jobs += [("fuse (ours)", sides["ours"], {"what": "fuse_only", "side": "ours", "fast": True}),
-                 ("fuse (release)", sides["ours"], {"what": "fuse_only", "side": "ours", "fast": False})]
+        jobs += [("fuse", sides["ours"], {"what": "fuse_only", "side": "ours"})]
         for head, python, extra in jobs:
             if head in stopped:
                 row[head] = None
@@ -265,7 +298,7 @@ def step_table(args, sides: dict) -> None:
             r = measure(python, spec, args.limit)
             if r is None:
                 stopped.add(head)
-            elif head in ("step (ours)", "fuse (ours)", "fuse (release)"):
+            elif head in ("step (ours)", "fuse"):
                 m = measure(python, dict(spec, memory=True), args.limit * 3)
                 r["peak_mb"] = m["peak_mb"] if m else float("nan")
             row[head] = r
@@ -279,7 +312,7 @@ def gpt_table(args, sides: dict) -> None:
     print()
     print("GPT block stack (bench/regional_inductor.py, dim 64), forward (graph 0) and backward (graph 1):")
     print()
-    print("| layers | graph | nodes / partitions | " + " | ".join(sides) + " | fuse (ours) |")
+    print("| layers | graph | nodes / partitions | " + " | ".join(sides) + " | fuse |")
     print("|---" * (len(sides) + 4) + "|")
     for layers in map(int, args.layers.split(",")):
         for index, label in ((0, "forward"), (1, "backward")):

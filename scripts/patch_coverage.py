@@ -100,9 +100,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/fx/passes/regional_inductor.py", "_RegionScooper.scoop_regions"):
         "upstream's regional Inductor pass (2.10+), which a program runs only to compile the nodes it annotates "
         "compile_with_inductor (local-regional-inductor-linear-partitions changes its grouping)",
-    ("torch/fx/passes/utils/fuser_utils.py", "_fused_graph_is_acyclic"):
-        "called by fuse_by_partitions only with validate_all_at_once=True, which only regional Inductor passes, to "
-        "fuse the nodes annotated compile_with_inductor (local-regional-inductor-linear-partitions)",
     ("torch/_higher_order_ops/utils.py", "_maybe_run_with_interpreter.<locals>.graph_with_annotations"):
         _ANNOTATED_BODY,
     ("torch/_higher_order_ops/utils.py",

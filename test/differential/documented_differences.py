@@ -240,11 +240,9 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._annotation_of": ("local-view-grad-fn-rebuild",),
     "torch.fx.experimental.proxy_tensor._rebuild_stale_view_grad_fns": ("local-view-grad-fn-rebuild",),
     "torch.fx.experimental.proxy_tensor._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),  # 2.10.0+
-    "torch.fx.passes.utils.fuser_utils._fused_graph_is_acyclic": ("local-regional-inductor-linear-partitions",),
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),
-    "torch.fx.passes.utils.fuser_utils._fused_graph_is_acyclic": ("local-regional-inductor-linear-partitions",),
 }
 
 # Module-level imports the series' own helpers use that the release's module (and upstream's) lacks, each with
@@ -291,14 +289,14 @@ DOCUMENTED.append(Documented(
     lambda d: d.what in ("module name added", "module name removed") and _in_new_module(d), "(module surface)"))
 
 
-# The series' own new module (beyond upstream): the partitions of regional Inductor's regions in near-linear time
-# (issue 33). Only torch.fx.passes.regional_inductor imports it.
+# The series' own new module (beyond upstream): the partitions of regional Inductor's regions without the
+# partitioner's quadratic cost (issue 33). Only torch.fx.passes.regional_inductor imports it.
 LOCAL_NEW_MODULES = {"torch.fx.passes.infra._linear_partitioner"}
 
 DOCUMENTED.append(Documented(
     "linear partitioner module", "`torch.fx.passes.infra._linear_partitioner` (the partitions upstream's "
-    "`CapabilityBasedPartitioner` proposes, found in near-linear time) can be imported; only regional Inductor "
-    "imports it, so a program that does not use regional Inductor sees no difference",
+    "`CapabilityBasedPartitioner` proposes, found without its quadratic cost) can be imported; only regional "
+    "Inductor imports it, so a program that does not use regional Inductor sees no difference",
     "none (local)", "local-regional-inductor-linear-partitions", NEVER,
     lambda d: d.what in ("module name added", "module name removed") and d.key.rsplit(".", 1)[0] in LOCAL_NEW_MODULES,
     "(module surface)"))
