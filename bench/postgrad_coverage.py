@@ -14,7 +14,7 @@ opt-in flag; upstream has none, so there the share is 0 by construction and the 
 shares are printed:
 - output code: of the kernel calls and extern calls in the wrapper code of the forward and backward graphs, those
   with an ``# Annotation:`` comment above them;
-- profiler: of the kernel events of a second, profiled forward+backward step, those inside an ``annotation {...}``
+- profiler: of the kernel events of a second, profiled forward+backward step, those inside an ``annotation ...``
   scope. Kernel events are the C++ kernels (``config.cpp.enable_kernel_profile``, which has every kernel record
   its own event) and the extern calls (the ``aten::`` events the compiled wrapper itself runs, under
   ``CompiledFunction`` / ``CompiledFunctionBackward``, less buffer allocations and views).
@@ -127,7 +127,7 @@ def profiler_share(events) -> tuple[int, int, int, collections.Counter]:
         while parent is not None:
             ancestors.append(parent.name)
             parent = parent.cpu_parent
-        own = [a for a in ancestors if not a.startswith("annotation {")]
+        own = [a for a in ancestors if not a.startswith("annotation ")]
         in_compiled = any(a.startswith("CompiledFunction") for a in own)
         if "cpp_fused_" in event.name:
             kernel = True
@@ -139,7 +139,7 @@ def profiler_share(events) -> tuple[int, int, int, collections.Counter]:
         if not kernel:
             continue
         total += 1
-        if any(a.startswith("annotation {") for a in ancestors):
+        if any(a.startswith("annotation ") for a in ancestors):
             inside += 1
         else:
             outside[event.name] += 1

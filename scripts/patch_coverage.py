@@ -109,9 +109,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/fx/traceback.py", "_annotation_of"):
         "called by _rebuild_stale_view_grad_fns only, for an annotated view: " + _ANNOTATED_TRACE,
     **{("torch/_inductor/kernel_annotations.py", name): _KERNEL_ANNOTATIONS_ON for name in (
-        "annotation_json", "annotated_origins", "_graph_order", "annotations", "scope_name", "_GraphFacts.__init__",
-        "_facts", "_ScopeEnter.__init__", "_ScopeEnter.codegen", "_ScopeExit.__init__", "_ScopeExit.codegen",
-        "_origins_of")},
+        "annotation_json", "annotated_origins", "_graph_order", "annotations", "scope_name", "scope_label",
+        "_key_text", "_value_text", "_GraphFacts.__init__", "_facts", "_ScopeEnter.__init__", "_ScopeEnter.codegen",
+        "_ScopeExit.__init__", "_ScopeExit.codegen", "_origins_of")},
     # The call sites of Triton kernels (the same kernel_call as the C++ kernels' flush, which the corpus reaches):
     # the corpus runs on CPU, where Inductor generates C++ kernels only.
     **{("torch/_inductor/codegen/simd.py", name): _TRITON_ONLY for name in (

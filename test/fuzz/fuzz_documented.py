@@ -222,8 +222,8 @@ BEYOND_UPSTREAM = [
         "kernels and profiler events: the region named (kernel_annotations)", "local-inductor-kernel-annotations",
         "with torch._inductor.config.kernel_annotations on (TORCHINDUCTOR_KERNEL_ANNOTATIONS=1), each kernel call "
         "and extern call of Inductor's output code from annotated nodes has an '# Annotation: {...}' comment and runs "
-        "in a torch.profiler.record_function('annotation {...}[ (backward)]', KERNEL) scope; upstream names no "
-        "region there (through 2.15). The fuzzer compares graphs, not output code, so this row explains nothing "
+        "in a torch.profiler.record_function(\"annotation key=value, ...[ (backward)]\", KERNEL) scope; upstream "
+        "names no region there (through 2.15). The fuzzer compares graphs, not output code, so this row explains nothing "
         "here: test/inductor/test_kernel_annotations.py checks it",
         lambda d, p, o: False),
 ]

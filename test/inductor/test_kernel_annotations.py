@@ -2,7 +2,7 @@
 beyond upstream): with the flag on, each kernel call and extern call of the
 output code names the annotations of the FX nodes it came from
 (``# Annotation: {...}``) and runs inside a
-``torch.profiler.record_function("annotation {...}[ (backward)]", KERNEL)``
+``torch.profiler.record_function("annotation key=value, ...[ (backward)]", KERNEL)``
 scope; with it off (the default) the output code, the kernel names and the FX
 graph cache key are the release's. Upstream (through 2.15) names no region in
 the output code or in the profiler events of a compiled step."""
@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import torch
 import torch._dynamo
@@ -25,9 +26,16 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 REGIONS = ({"region": "attention"}, {"region": "mlp"})
 
 
+# The scope names of REGIONS: key=value pairs, no double quote, no backslash.
+SCOPES = {
+    "attention": "annotation region='attention'",
+    "mlp": "annotation region='mlp'",
+}
+
+
 def scope(custom, backward=False):
     suffix = " (backward)" if backward else ""
-    return "annotation " + json.dumps(custom, sort_keys=True) + suffix
+    return SCOPES[custom["region"]] + suffix
 
 
 class TwoRegions(torch.nn.Module):
@@ -55,8 +63,8 @@ class TwoRegions(torch.nn.Module):
 
 
 def compile_step(model, **config):
-    """The output code (forward, backward) of a compiled training step of model, and the
-    names of the profiler events of a second step."""
+    """The output code (forward, backward) of a compiled training step of model, the
+    names of the profiler events of a second step, and the text of its Chrome trace."""
     torch._dynamo.reset()
     torch.manual_seed(0)
     x = torch.randn(2, 8, 16)
@@ -68,7 +76,12 @@ def compile_step(model, **config):
         with torch.profiler.profile() as prof:
             compiled(x).sum().backward()
     torch._dynamo.reset()
-    return code, [event.name for event in prof.events()]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as f:
+            trace = f.read()
+    return code, [event.name for event in prof.events()], trace
 
 
 def kernel_names(code):
@@ -82,9 +95,11 @@ class TestKernelAnnotations(TestCase):
     def setUpClass(cls):
         # Three compiled training steps for every test (C++ builds are slow on CI).
         super().setUpClass()
-        cls.on_code, cls.on_events = compile_step(TwoRegions(), kernel_annotations=True)
-        cls.off_code, cls.off_events = compile_step(TwoRegions())
-        cls.unannotated_code, cls.unannotated_events = compile_step(
+        cls.on_code, cls.on_events, cls.on_trace = compile_step(
+            TwoRegions(), kernel_annotations=True
+        )
+        cls.off_code, cls.off_events, _ = compile_step(TwoRegions())
+        cls.unannotated_code, cls.unannotated_events, _ = compile_step(
             TwoRegions(annotated=False), kernel_annotations=True
         )
 
@@ -117,8 +132,10 @@ class TestKernelAnnotations(TestCase):
         for code, backward in zip(self.on_code, (False, True)):
             calls = kernel_names(code)
             self.assertTrue(calls)
+            # the name's repr: in double quotes, as it holds single ones
             scope_line = (
-                r"^( *)with torch\.profiler\.record_function\('([^']*)', '([^']*)'\):\n"
+                r"^( *)with torch\.profiler\.record_function\("
+                r"\"([^\"]*)\", '([^']*)'\):\n"
                 r"\1    # .*\n"
             )
             scopes = re.findall(scope_line, code, flags=re.MULTILINE)
@@ -127,11 +144,45 @@ class TestKernelAnnotations(TestCase):
             self.assertEqual(names, {scope(custom, backward) for custom in REGIONS})
 
     def test_profiler_events_name_both_regions_forward_and_backward(self):
-        named = {name for name in self.on_events if name.startswith("annotation {")}
+        named = {name for name in self.on_events if name.startswith("annotation ")}
         expected = {
             scope(custom, backward) for custom in REGIONS for backward in (False, True)
         }
         self.assertEqual(named, expected)
+
+    def test_chrome_trace_is_json_and_names_both_regions(self):
+        # Releases through 2.14 write event names into the Chrome trace unescaped:
+        # a scope name holding a double quote would end its JSON string early.
+        trace = json.loads(self.on_trace)
+        named = {
+            event["name"]
+            for event in trace["traceEvents"]
+            if event.get("name", "").startswith("annotation ")
+        }
+        expected = {
+            scope(custom, backward) for custom in REGIONS for backward in (False, True)
+        }
+        self.assertEqual(named, expected)
+
+    def test_scope_names_hold_no_double_quote_or_backslash(self):
+        from torch._inductor.kernel_annotations import scope_label
+
+        cases = [
+            ({"ac_region_id": 0}, "ac_region_id=0"),
+            ({"stage": "attn", "layer": 3}, "layer=3, stage='attn'"),
+            ({}, "{}"),
+            ({"b": None, "a": True, "c": 1.5}, "a=true, b=null, c=1.5"),
+            # keys of mixed types, in the order of their text
+            ({2: "x", "10": [1, 2]}, "10=[1, 2], 2='x'"),
+            ({"cfg": {"z": 1, "a": "q"}}, "cfg={'a': 'q', 'z': 1}"),
+            # what JSON cannot hold is its repr, as a string
+            ({"ids": (1, 2), "f": {1.5}}, "f='{1.5}', ids=[1, 2]"),
+            ({"say": 'a "b" \\ c'}, "say='a /'b/' // c'"),
+            ({'k"\\': 1}, "k'/=1"),
+            ({"tab\tkey": 1}, "tab/tkey=1"),
+        ]
+        for custom, expected in cases:
+            self.assertEqual(scope_label(custom), expected)
 
     def test_kernel_names_do_not_change(self):
         self.assertEqual(
@@ -143,7 +194,7 @@ class TestKernelAnnotations(TestCase):
         for code in self.off_code:
             self.assertNotIn("# Annotation", code)
             self.assertNotIn("record_function", code)
-            self.assertNotIn("annotation {", code)
+            self.assertNotIn('"annotation ', code)
         named = [name for name in self.off_events if name.startswith("annotation")]
         self.assertEqual(named, [])
 

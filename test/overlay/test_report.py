@@ -377,19 +377,23 @@ def profiled_dom(profiled):
     return builder.root
 
 
+# The demo's regions: their scope labels (local-inductor-kernel-annotations' rule) and their names on the page.
+DEMO_LABELS = {"region='attention'": "{'region': 'attention'}", "region='head'": "{'region': 'head'}"}
+
+
 def trace_sums(trace: Path) -> dict:
-    """{(page region name, "fw"/"bw"): [µs, scopes]} read from the Chrome trace alone (no scope nests in another
-    in Inductor's code)."""
+    """{(page region name, "fw"/"bw"): [µs, scopes]} read from the Chrome trace alone, as torch wrote it (no scope
+    nests in another in Inductor's code)."""
     import json
 
     sums: dict = {}
     for event in json.loads(trace.read_text(encoding="utf-8"))["traceEvents"]:
         name = event.get("name", "")
-        if event.get("cat") != "user_annotation" or not name.startswith("annotation {"):
+        if event.get("cat") != "user_annotation" or not name.startswith("annotation "):
             continue
         text = name[len("annotation "):]
         kind = "bw" if text.endswith(" (backward)") else "fw"
-        region = repr(json.loads(text[:-len(" (backward)")] if kind == "bw" else text))
+        region = DEMO_LABELS.get(text[:-len(" (backward)")] if kind == "bw" else text, text)
         entry = sums.setdefault((region, kind), [0.0, 0])
         entry[0] += float(event["dur"])
         entry[1] += 1

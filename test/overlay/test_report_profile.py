@@ -1,8 +1,8 @@
 """The per-region sums of ``torch-overlay report --profile`` (torch_overlay/report/profile.py), over real profiles.
 
 Every profile here is a real ``torch.profiler`` run of real ops inside ``record_function`` scopes named as the
-``kernel_annotations`` flag names its kernels' scopes (``annotation {...}``, `` (backward)``, the kernel's name
-as the scope's argument): the events are torch's own, only the scopes are opened by the test instead of by
+``kernel_annotations`` flag names its kernels' scopes (``annotation key=value, ...``, `` (backward)``, the
+kernel's name as the scope's argument): the events are torch's own, only the scopes are opened by the test instead of by
 generated code. The end-to-end run on a patched torch is in test_report.py.
 """
 from __future__ import annotations
@@ -15,17 +15,34 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 
 from torch_overlay.report.capture import CapturedGraph, CapturedOp
 from torch_overlay.report.model import build_report
-from torch_overlay.report.profile import (annotation_key, page_names, parse_scope_name, quote_names, region_times,
-                                          trace_path)
+from torch_overlay.report.profile import (known_labels, page_names, parse_scope_name, quote_names, region_times,
+                                          scope_label, trace_path)
 
 ATTENTION = {"region": "attention"}
 HEAD = {"region": "head", "layer": 0}
+# The scope names the flag gives them (local-inductor-kernel-annotations' scope_label), written out.
+NAMES = {repr(ATTENTION): "annotation region='attention'", repr(HEAD): "annotation layer=0, region='head'"}
+KNOWN = {"region='attention'": ATTENTION, "layer=0, region='head'": HEAD}
+# Annotations and their labels: the patch's rule, one case per clause.
+LABELS = [
+    ({"ac_region_id": 0}, "ac_region_id=0"),
+    ({"stage": "attn", "layer": 3}, "layer=3, stage='attn'"),
+    ({}, "{}"),
+    ({"b": None, "a": True, "c": 1.5}, "a=true, b=null, c=1.5"),
+    ({2: "x", "10": [1, 2]}, "10=[1, 2], 2='x'"),  # keys of mixed types, in the order of their text
+    ({"cfg": {"z": 1, "a": "q"}}, "cfg={'a': 'q', 'z': 1}"),
+    ({"ids": (1, 2), "f": {1.5}}, "f='{1.5}', ids=[1, 2]"),  # what JSON cannot hold is its repr, as a string
+    ({"say": 'a "b" \\ c'}, "say='a /'b/' // c'"),
+    ({'k"\\': 1}, "k'/=1"),
+    ({"tab\tkey": 1}, "tab/tkey=1"),
+    ({"nested": {(1, 2): "t"}}, "nested='{(1, 2): 't'}'"),  # a key JSON cannot hold: the value's repr
+]
 
 
 def scope(custom, backward=False, kernel="cpp_fused_0"):
     """A scope as the flag opens one (the interface's NAME and ARGS)."""
-    return record_function("annotation " + json.dumps(custom, sort_keys=True, default=repr)
-                           + (" (backward)" if backward else ""), kernel)
+    name = NAMES.get(repr(custom)) or "annotation " + scope_label(custom)
+    return record_function(name + (" (backward)" if backward else ""), kernel)
 
 
 def span(event) -> float:
@@ -40,21 +57,37 @@ def profiled(body):
 
 class TestScopeNames(TestCase):
     def test_forward_and_backward_names(self):
-        self.assertEqual(parse_scope_name('annotation {"region": "attention"}'),
-                         ('{"region": "attention"}', ATTENTION, False))
-        self.assertEqual(parse_scope_name('annotation {"layer": 0, "region": "head"} (backward)'),
-                         ('{"layer": 0, "region": "head"}', HEAD, True))
+        self.assertEqual(parse_scope_name("annotation region='attention'"), ("region='attention'", False))
+        self.assertEqual(parse_scope_name("annotation layer=0, region='head' (backward)"),
+                         ("layer=0, region='head'", True))
 
-    def test_key_is_sorted_json_whatever_the_spacing(self):
-        self.assertEqual(parse_scope_name('annotation {"region":"head","layer":0}')[0], annotation_key(HEAD))
+    def test_labels(self):
+        for custom, label in LABELS:
+            self.assertEqual(scope_label(custom), label, custom)
+            self.assertNotIn('"', label)
+            self.assertNotIn("\\", label)
+
+    def test_labels_are_the_patch_rule(self):
+        """The report renders annotations as the patched torch names its scopes, where this torch has the flag."""
+        try:
+            import torch._inductor.kernel_annotations as kernel_annotations
+        except ImportError:
+            self.skipTest("this torch has no torch._inductor.kernel_annotations (its series does not add the flag)")
+        for custom, _ in LABELS + [(ATTENTION, None), (HEAD, None)]:
+            self.assertEqual(scope_label(custom), kernel_annotations.scope_label(custom), custom)
 
     def test_other_events_are_not_scopes(self):
-        for name in ("aten::mm", "annotation", "annotation [1, 2]", "annotation {not json}",
-                     'annotation {"a": 1} (forward)', 'my annotation {"a": 1}', "## annotation {} ##"):
+        for name in ("aten::mm", "annotation", "annotation ", "annotation  (backward)", "my annotation a=1",
+                     "## annotation a=1 ##"):
             self.assertIsNone(parse_scope_name(name), name)
 
-    def test_a_value_json_cannot_hold_is_its_repr(self):
-        self.assertEqual(annotation_key({"ids": (1, 2), "f": {1.5}}), '{"f": "{1.5}", "ids": [1, 2]}')
+    def test_known_labels_are_the_report_annotations(self):
+        def op(name, custom):
+            return CapturedOp("", name, "aten.mm.default", 1, custom, False, False)
+
+        report = build_report([CapturedGraph(1, 1, "forward", [op("mm", HEAD), op("mm_1", None),
+                                                               op("mm_2", ATTENTION)])])
+        self.assertEqual(known_labels(report), KNOWN)
 
 
 class TestRegionTimes(TestCase):
@@ -87,8 +120,8 @@ class TestRegionTimes(TestCase):
                 step()
 
         events = profiled(body)
-        times = region_times(events)
-        self.assertEqual([t.key for t in times], ['{"region": "attention"}', '{"layer": 0, "region": "head"}'])
+        times = region_times(events, KNOWN)
+        self.assertEqual([t.key for t in times], ["region='attention'", "layer=0, region='head'"])
         attention, head = times
         self.assertEqual((attention.custom, head.custom), (ATTENTION, HEAD))
         self.assertEqual([attention.forward_kernels, attention.backward_kernels], [6, 3])
@@ -99,12 +132,13 @@ class TestRegionTimes(TestCase):
 
         # Nothing nested here: a region's time is its scopes' spans, which hold the aten ops they run
         # (the profiler's self time of an extern call's scope would leave its aten::mm out).
-        self.assertAlmostEqual(attention.forward_us, spans('annotation {"region": "attention"}'), places=3)
-        self.assertAlmostEqual(attention.backward_us, spans('annotation {"region": "attention"} (backward)'), places=3)
-        self.assertAlmostEqual(head.forward_us, spans('annotation {"layer": 0, "region": "head"}'), places=3)
-        self.assertAlmostEqual(head.backward_us, spans('annotation {"layer": 0, "region": "head"} (backward)'), places=3)
+        attention_name, head_name = NAMES[repr(ATTENTION)], NAMES[repr(HEAD)]
+        self.assertAlmostEqual(attention.forward_us, spans(attention_name), places=3)
+        self.assertAlmostEqual(attention.backward_us, spans(attention_name + " (backward)"), places=3)
+        self.assertAlmostEqual(head.forward_us, spans(head_name), places=3)
+        self.assertAlmostEqual(head.backward_us, spans(head_name + " (backward)"), places=3)
         mm_in_attention = sum(span(e) for e in events if e.name == "aten::mm"
-                              and e.cpu_parent.name == 'annotation {"region": "attention"}')
+                              and e.cpu_parent.name == attention_name)
         self.assertGreater(mm_in_attention, 0)
         self.assertGreaterEqual(attention.forward_us, mm_in_attention)
         
@@ -124,10 +158,9 @@ class TestRegionTimes(TestCase):
                 y = y.tanh()
 
         events = profiled(body)
-        (outer,) = [e for e in events if e.name == 'annotation {"region": "attention"}']
-        inner = sorted((e for e in events if e.name == 'annotation {"layer": 0, "region": "head"}'),
-                       key=lambda e: e.time_range.start)
-        attention, head = region_times(events)
+        (outer,) = [e for e in events if e.name == NAMES[repr(ATTENTION)]]
+        inner = sorted((e for e in events if e.name == NAMES[repr(HEAD)]), key=lambda e: e.time_range.start)
+        attention, head = region_times(events, KNOWN)
         self.assertAlmostEqual(attention.forward_us, span(outer) - span(inner[0]), places=3)
         # The second head scope sits in the first (a user's scope between them): the first keeps its span
         # less the second's, so the two together count the first's span once.
@@ -137,7 +170,21 @@ class TestRegionTimes(TestCase):
 
     def test_no_scope_no_region(self):
         x = torch.randn(8, 8)
-        self.assertEqual(region_times(profiled(lambda: x.mm(x))), [])
+        self.assertEqual(region_times(profiled(lambda: x.mm(x)), KNOWN), [])
+
+    def test_a_scope_the_report_does_not_know_counts_under_its_own_text(self):
+        x = torch.randn(8, 8)
+
+        def body():
+            with scope(ATTENTION):
+                x.mm(x)
+            with record_function("annotation stage=7 (backward)"):
+                x.mm(x)
+
+        attention, other = region_times(profiled(body), KNOWN)
+        self.assertEqual((attention.key, attention.custom), ("region='attention'", ATTENTION))
+        self.assertEqual((other.key, other.custom, other.forward_kernels, other.backward_kernels),
+                         ("stage=7", None, 0, 1))
 
 
 PAUSE_PROGRAM = """
@@ -198,18 +245,28 @@ class TestPage(TestCase):
                 with scope(custom):
                     x.mm(x)
 
-        times = region_times(profiled(body))
+        times = region_times(profiled(body), known_labels(report))
         self.assertEqual(page_names(times, report), {
-            annotation_key(HEAD): repr(HEAD),  # as the coverage table names it
-            annotation_key(ATTENTION): annotation_key(ATTENTION),  # not captured: its key
+            "layer=0, region='head'": repr(HEAD),  # as the coverage table names it
+            "region='attention'": "region='attention'",  # not captured: its label
         })
 
-    def test_the_chrome_trace_opens(self):
-        """torch writes an event's name unquoted into the Chrome trace; the scopes' names are JSON with quotes
-        (a string value with a quote and a backslash here): once quoted, the trace is JSON again, names intact."""
+    @staticmethod
+    def chrome_trace(body) -> tuple:
+        """(the text of the Chrome trace torch writes of ``body``'s profile, the profile's event names)."""
         import tempfile
         from pathlib import Path
 
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            body()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "trace.json"
+            prof.export_chrome_trace(str(path))
+            return path.read_text(encoding="utf-8"), {e.name for e in prof.events()}
+
+    def test_the_chrome_trace_of_annotation_scopes_opens(self):
+        """torch writes an event's name unquoted into the Chrome trace; the scopes' names hold no double quote
+        and no backslash, even for an annotation whose value has both: the trace is JSON as torch writes it."""
         odd = {"region": 'say "hi" \\ bye'}
         x = torch.randn(16, 16)
 
@@ -218,18 +275,29 @@ class TestPage(TestCase):
                 with scope(custom, backward):
                     x.mm(x)
 
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            body()
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "trace.json"
-            prof.export_chrome_trace(str(path))
-            names = {e.name for e in prof.events() if parse_scope_name(e.name)}
-            trace = json.loads(quote_names(path.read_text(encoding="utf-8"), names))
+        text, _ = self.chrome_trace(body)
+        trace = json.loads(text)
         scopes = [e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("annotation")]
         self.assertEqual(sorted(scopes), sorted([
-            'annotation {"region": "attention"}', 'annotation {"region": "attention"} (backward)',
-            "annotation " + json.dumps(odd, sort_keys=True)]))
-        self.assertEqual([parse_scope_name(n)[1] for n in sorted(scopes)][-1], odd)
+            "annotation region='attention'", "annotation region='attention' (backward)",
+            "annotation region='say /'hi/' // bye'"]))
+
+    def test_a_quoted_name_of_the_script_is_made_json(self):
+        """A scope the script opens itself may hold quotes and backslashes, which torch writes unescaped: once
+        quoted, the trace is JSON, with the names intact."""
+        mine = 'my "step" \\ 1'
+        x = torch.randn(16, 16)
+
+        def body():
+            with record_function(mine):
+                with scope(ATTENTION):
+                    x.mm(x)
+
+        text, names = self.chrome_trace(body)  # no JSON through 2.14; 2.15 writes the name's quotes as '
+        trace = json.loads(quote_names(text, {n for n in names if '"' in n or "\\" in n}))
+        found = {e["name"] for e in trace["traceEvents"]}
+        self.assertIn(mine, found)
+        self.assertIn("annotation region='attention'", found)
 
     def test_page_without_and_with_times(self):
         """No scope ran: the page says so under the trace's name; scopes ran: a table row and a chart group per

@@ -75,7 +75,7 @@ def _ms(us: float) -> str:
 def _region_times(profile) -> str:
     """The table of ``profile`` (profile.ProfilePage), or why it is empty."""
     trace = (f'<p id="trace">Chrome trace of the run: <code>{_e(profile.trace)}</code>, beside this page (open it in '
-             'Perfetto or chrome://tracing; the scopes are named <code>annotation {...}</code>).</p>')
+             'Perfetto or chrome://tracing; the scopes are named <code>annotation key=value, ...</code>).</p>')
     if not profile.times:
         return (trace + '<p id="region-times-none">No kernel ran inside an annotation scope: the script compiled '
                 "nothing annotated with Inductor (graphs that run eagerly, as under aot_eager, have no scopes), or "

@@ -5,7 +5,12 @@ The times come from the scopes the series' ``kernel_annotations`` Inductor flag 
 extern call that came from annotated FX nodes (and, where the series adds them, every run of consecutive nodes
 with one annotation in a graph that runs eagerly) runs inside ``torch.profiler.record_function(NAME, ARGS)`` with
 
-    NAME = "annotation " + json.dumps(custom, sort_keys=True, default=repr) [+ " (backward)"]
+    NAME = "annotation " + scope_label(custom) [+ " (backward)"]     e.g. "annotation layer=3, stage='attn'"
+
+where :func:`scope_label` writes the annotation's items as ``key=value`` with no double quote and no backslash
+(torch writes event names into the Chrome trace unescaped). A scope's name is matched to a region by rendering
+each annotation the report captured with that same rule, not by parsing the name: a scope whose annotation the
+report did not capture is counted under its own text.
 
 Its parts, each usable alone:
 
@@ -13,7 +18,8 @@ Its parts, each usable alone:
   the parent links of ``torch.profiler`` events, so it is tested on real profiles of scopes of that name;
 - :func:`check_kernel_annotations`, the refusal, before the script runs, of a torch without the flag;
 - :class:`ScriptProfiler`, which turns the flag on and profiles the script's run, paused while torch.compile
-  compiles (:class:`CompilePause`), and writes the Chrome trace with the scopes' names quoted (:func:`quote_names`).
+  compiles (:class:`CompilePause`), and writes the Chrome trace, any event name with a quote made valid JSON
+  (:func:`quote_names`).
 
 A region's time is the scopes' own time: each scope's span less the spans of the annotation scopes nested
 directly in it (a regional Inductor graph's compiled region runs its kernels' scopes inside the eager scope
@@ -42,34 +48,59 @@ FLAG = "kernel_annotations"
 FLAG_ENV = "TORCHINDUCTOR_KERNEL_ANNOTATIONS"
 
 
-def annotation_key(custom: dict) -> str:
-    """The text that names ``custom`` in a scope: the JSON of the interface, keys sorted."""
-    return json.dumps(custom, sort_keys=True, default=repr)
+# The same rule as scope_label in torch/_inductor/kernel_annotations.py (patch local-inductor-kernel-annotations,
+# every release's copy): a change there is a change here.
+def scope_label(custom: dict) -> str:
+    """The text that names ``custom`` in a scope, after "annotation ": its items as ``key=value`` in the order of
+    the keys' text, each value its JSON (``repr`` for what JSON cannot hold), every ``"`` written ``'`` and every
+    backslash ``/``, a key's control characters as JSON escapes; ``{}`` for an empty annotation."""
+    if not custom:
+        return "{}"
+    items = sorted(custom.items(), key=lambda item: str(item[0]))
+    text = ", ".join(f"{_key_text(k)}={_value_text(v)}" for k, v in items)
+    return text.replace('"', "'").replace("\\", "/")
+
+
+def _key_text(key) -> str:
+    return "".join(c if c >= " " else json.dumps(c)[1:-1] for c in str(key))
+
+
+def _value_text(value) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=repr)
+    except (TypeError, ValueError):  # a dict inside whose keys JSON cannot sort or hold, a value that holds itself
+        return json.dumps(repr(value))
 
 
 def parse_scope_name(name: str) -> Optional[tuple]:
-    """(annotation key, annotation, backward) of an annotation scope's event name; None for any other event,
-    a user's scope whose name merely starts like one (its text after "annotation " is no JSON object) included."""
-    if not name.startswith(SCOPE_PREFIX + "{"):
+    """(label, backward) of an annotation scope's event name: the text between "annotation " and the optional
+    " (backward)"; None for any other event."""
+    if not name.startswith(SCOPE_PREFIX):
         return None
     text = name[len(SCOPE_PREFIX):]
     backward = text.endswith(BACKWARD_SUFFIX)
     if backward:
         text = text[:-len(BACKWARD_SUFFIX)]
-    try:
-        custom = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(custom, dict):
-        return None
-    return annotation_key(custom), custom, backward
+    return (text, backward) if text else None
+
+
+def known_labels(report: Report) -> dict:
+    """{scope label: annotation} of every annotation the report's captured graphs hold, first seen first (two
+    annotations whose labels are one text, ``{1: 'a'}`` and ``{'1': 'a'}``, share a scope name: the first
+    names it)."""
+    labels: dict = {}
+    for region in report.regions:
+        for op in [op for _, op in region.forward] + [b.op for b in region.backward]:
+            if op.custom:
+                labels.setdefault(scope_label(op.custom), op.custom)
+    return labels
 
 
 @dataclass
 class RegionTime:
     """One region's sums over the profiled run; times in microseconds."""
-    key: str        # annotation_key of the annotation
-    custom: dict
+    key: str        # the scope label (scope_label of the annotation, or the scope's own text)
+    custom: Optional[dict]  # the annotation, where the report captured one with that label
     forward_us: float = 0.0
     forward_kernels: int = 0
     backward_us: float = 0.0
@@ -84,10 +115,11 @@ def _span_us(event) -> float:
     return float(event.time_range.end - event.time_range.start)
 
 
-def region_times(events: Iterable) -> list:
+def region_times(events: Iterable, known: Optional[dict] = None) -> list:
     """Per-region sums of the annotation scopes among ``events`` (``torch.profiler`` FunctionEvents, as
     ``profile.events()`` gives them, their ``cpu_parent`` links set), regions in the order their first scope
-    started."""
+    started. ``known`` ({label: annotation}, :func:`known_labels`) gives each region its annotation."""
+    known = known or {}
     from torch.autograd import DeviceType
 
     scopes = []
@@ -106,8 +138,8 @@ def region_times(events: Iterable) -> list:
         if parent is not None:
             nested_us[id(parent)] = nested_us.get(id(parent), 0.0) + _span_us(event)
     regions: dict = {}
-    for event, (key, custom, backward) in sorted(scopes, key=lambda s: s[0].time_range.start):
-        region = regions.setdefault(key, RegionTime(key, custom))
+    for event, (key, backward) in sorted(scopes, key=lambda s: s[0].time_range.start):
+        region = regions.setdefault(key, RegionTime(key, known.get(key)))
         own = max(_span_us(event) - nested_us.get(id(event), 0.0), 0.0)
         if backward:
             region.backward_us += own
@@ -119,14 +151,9 @@ def region_times(events: Iterable) -> list:
 
 
 def page_names(times: list, report: Report) -> dict:
-    """{annotation key: the region's name on the page}: the report's name (``repr`` of the annotation) where
-    the captured graphs have the region, else the key itself."""
-    names = {}
-    for region in report.regions:
-        ops = [op for _, op in region.forward] + [b.op for b in region.backward]
-        custom = next((op.custom for op in ops if op.custom), None)
-        if custom is not None and region_of(custom) == region.name:
-            names[annotation_key(custom)] = region.name
+    """{scope label: the region's name on the page}: the report's name (``repr`` of the annotation) where the
+    captured graphs have an annotation of that label, else the label itself."""
+    names = {label: region_of(custom) for label, custom in known_labels(report).items()}
     return {t.key: names.get(t.key, t.key) for t in times}
 
 
@@ -134,12 +161,12 @@ def page_names(times: list, report: Report) -> dict:
 class ProfilePage:
     """What the page shows of a profile: the regions' sums, their names on the page, the trace's file name."""
     times: list   # [RegionTime]
-    names: dict   # {annotation key: name on the page}
+    names: dict   # {scope label: name on the page}
     trace: str    # the Chrome trace's file name, beside the page
 
 
 def profile_page(events, report: Report, trace: str) -> ProfilePage:
-    times = region_times(events)
+    times = region_times(events, known_labels(report))
     return ProfilePage(times, page_names(times, report), trace)
 
 
@@ -305,9 +332,10 @@ class ScriptProfiler:
         self.events = prof.events()
 
     def export_chrome_trace(self, path: Path) -> None:
-        """The profiler's Chrome trace at ``path``, the scopes' names made valid JSON (:func:`quote_names`)."""
+        """The profiler's Chrome trace at ``path``, every event name made valid JSON (:func:`quote_names`): the
+        annotation scopes' names need nothing, a scope the script opens itself may hold a quote."""
         self._profiler.export_chrome_trace(str(path))
-        names = {e.name for e in self.events if parse_scope_name(e.name) is not None}
+        names = {e.name for e in self.events if '"' in e.name or "\\" in e.name}
         text = path.read_text(encoding="utf-8")
         path.write_text(quote_names(text, names), encoding="utf-8")
 
@@ -316,11 +344,12 @@ def quote_names(trace: str, names: Iterable) -> str:
     """``trace`` (the text of a Chrome trace torch wrote) with each of ``names`` written as its JSON string.
 
     torch writes an event's name between quotes without escaping it: 2.5.1 and 2.13 as it is (backslashes
-    turned into slashes), so the quotes of an annotation scope's JSON end the string early and no JSON reader
-    (Perfetto, chrome://tracing, json.load) opens the file; 2.15 turns its double quotes into single ones too,
-    which reads, but is not the scope's name. The names are known (the profile's own events): each is replaced
-    where it stands quoted, in any of those forms, by its JSON string, so the trace names a scope as the profiler
-    does on every release; nothing else in the file changes."""
+    turned into slashes), so a double quote in a name (a ``record_function`` scope of the script's own; the
+    annotation scopes hold none) ends the string early and no JSON reader (Perfetto, chrome://tracing,
+    json.load) opens the file; 2.15 turns its double quotes into single ones too, which reads, but is not the
+    event's name. The names are known (the profile's own events): each is replaced where it stands quoted, in any
+    of those forms, by its JSON string, so the trace names an event as the profiler does on every release;
+    nothing else in the file changes."""
     for name in sorted(names):
         if '"' not in name and "\\" not in name:
             continue
