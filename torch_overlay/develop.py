@@ -64,6 +64,13 @@ def _patch_name(message: str) -> str | None:
     return None
 
 
+# What develop links: files the wheel installs as they stand in the source tree and torch reads when it runs,
+# so a link to the checkout's copy is all a change needs: Python files, and JSON data files such as Dynamo's
+# graph_break_registry.json (a series from 2.10 on adds graph break types to it). Anything else under torch/
+# (C++ sources, code-generation templates) reaches the wheel only through a build.
+LINKED_SUFFIXES = (".py", ".json")
+
+
 def inspect_series_checkout(checkout: Path) -> SeriesCheckout:
     """What develop needs from the checkout, and every refusal about it, before anything is changed."""
     if not checkout.is_dir():
@@ -112,10 +119,10 @@ def inspect_series_checkout(checkout: Path) -> SeriesCheckout:
     changes = [line.split("\t") for line in
                git_out(top, "diff", "--name-status", "--no-renames", base, "HEAD").splitlines()]
     deleted = [path for status, path in changes if status == "D"]
-    not_python = [path for _, path in changes if path.startswith("torch/") and not path.endswith(".py")]
+    not_python = [path for _, path in changes if path.startswith("torch/") and not path.endswith(LINKED_SUFFIXES)]
     if deleted or not_python:
         raise OverlayError(
-            "develop links Python files only, and the series commits in "
+            "develop links Python files (and JSON data files) only, and the series commits in "
             f"{top} also {'delete ' + ', '.join(deleted) if deleted else ''}"
             f"{' and ' if deleted and not_python else ''}"
             f"{'change ' + ', '.join(not_python) if not_python else ''}", unchanged=UNCHANGED,

@@ -162,5 +162,29 @@ class TestDevelop(TestCase):
         self.assert_refused(checkout, f"are not those of the installed torch {TORCH_RELEASE}: "
                                       "torch/_functorch/partitioners.py differ")
 
+    def commit_in_series(self, checkout: Path, path: str, text: str, name: str) -> Path:
+        """A commit of the series (it has a Patch-Name) that writes PATH in the checkout."""
+        (checkout / path).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / path).write_text(text)
+        git(checkout, "add", path)
+        git(checkout, "commit", "-q", "-m", f"{name}\n\nPatch-Name: {name}")
+        return checkout / path
+
+    def test_links_a_json_data_file_the_series_changes_and_refuses_a_cpp_source(self):
+        # From 2.10 a series adds graph break types to torch/_dynamo/graph_break_registry.json, which the
+        # wheel installs as it stands in the tree: a link serves it as it serves a Python file.
+        checkout = self.series_checkout()
+        data = self.commit_in_series(checkout, "torch/_dynamo/develop_probe.json", '{"probe": 1}\n',
+                                     "local-develop-probe")
+        self.develop(checkout)
+        self.assertEqual((self.scratch.site / "torch/_dynamo/develop_probe.json").resolve(), data)
+        self.scratch.run("revert", env=self.env)
+        # A C++ source reaches the wheel only through a build.
+        other = self.series_checkout(make_checkout(self.root / "cpp", self.patches))
+        self.commit_in_series(other, "torch/csrc/develop_probe.cpp", "// probe\n", "local-develop-cpp")
+        self.assert_refused(other, "develop links Python files (and JSON data files) only, and the series "
+                                   "commits in")
+
+
 if __name__ == "__main__":
     run_tests()
