@@ -35,6 +35,7 @@ EXPORT_NONSTRICT_META = "test/export/test_export_nonstrict_meta.py"
 DYNAMIC = "test/dynamo/test_no_annotation_meta.py"
 OUTPUT_VIEWS = "test/functorch/test_aot_output_view_replay.py"
 VIEW_GRAD_FN = "test/functorch/test_aot_view_grad_fn_rebuild.py"
+EAGER_SCOPES = "test/inductor/test_eager_annotation_scopes.py"
 
 
 @dataclass
@@ -173,6 +174,20 @@ MUTATIONS = [
              "torch/export/exported_program.py",
              "        _restore_input_and_output_custom(gm, new_graph_signature, saved_custom)\n\n        return",
              "\n        return", [EXPORT_PASSES]),
+    Mutation("eager scopes: every graph named forward",
+             "torch/_inductor/eager_annotation_scopes.py",
+             '    return bool(annotated) and all(n.meta.get("autograd_backward") for n in annotated)\n',
+             "    return False\n", [EAGER_SCOPES]),
+    Mutation("eager scopes: aot_eager adds them with kernel_annotations off",
+             "torch/_dynamo/backends/debugging.py",
+             "    if inductor_config.kernel_annotations:\n        # A profiler scope per annotated run of ops",
+             "    if True:\n        # A profiler scope per annotated run of ops", [EAGER_SCOPES]),
+    Mutation("eager scopes: a compiled region's call may run inside an eager scope",
+             "torch/fx/passes/regional_inductor.py",
+             ("add_eager_scopes(gm, runs_compiled=_is_marked)\n",
+              # 2.10.0+, upstream's regional_inductor
+              "add_eager_scopes(gm, runs_compiled=_needs_inductor_compile)\n"),
+             ("add_eager_scopes(gm)\n", "add_eager_scopes(gm)\n"), [EAGER_SCOPES]),
 ]
 
 

@@ -53,6 +53,9 @@ _TRITON_ONLY = ("a Triton kernel's call site (local-inductor-kernel-annotations 
 _KERNEL_ANNOTATIONS_ON = ("runs only with torch._inductor.config.kernel_annotations on (off by default; the "
                           "pristine release has no such option): kernel_call returns before it when the option "
                           "is off (local-inductor-kernel-annotations)")
+_KERNEL_ANNOTATIONS_ON_EAGER = ("runs only with torch._inductor.config.kernel_annotations on (off by default; the "
+                                "pristine release has no such option): boxed_nop and regional_inductor call it only "
+                                "then (local-eager-annotation-scopes)")
 _ANNOTATED_BODY = ("runs only for a higher-order op's body graph whose nodes carry custom (an annotate() block "
                    "Dynamo traced in a torch.cond branch), re-traced without preserve_node_meta() "
                    "(local-export-nonstrict-custom)")
@@ -112,6 +115,8 @@ ALLOWED: dict[tuple[str, str], str] = {
         "annotation_json", "annotated_origins", "_graph_order", "annotations", "scope_name", "scope_label",
         "_key_text", "_value_text", "_GraphFacts.__init__", "_facts", "_ScopeEnter.__init__", "_ScopeEnter.codegen",
         "_ScopeExit.__init__", "_ScopeExit.codegen", "_origins_of")},
+    **{("torch/_inductor/eager_annotation_scopes.py", name): _KERNEL_ANNOTATIONS_ON_EAGER for name in (
+        "add_eager_scopes", "_scope_name", "_is_backward", "_does_no_work")},
     # The call sites of Triton kernels (the same kernel_call as the C++ kernels' flush, which the corpus reaches):
     # the corpus runs on CPU, where Inductor generates C++ kernels only.
     **{("torch/_inductor/codegen/simd.py", name): _TRITON_ONLY for name in (

@@ -78,7 +78,7 @@ def _region_times(profile) -> str:
              'Perfetto or chrome://tracing; the scopes are named <code>annotation key=value, ...</code>).</p>')
     if not profile.times:
         return (trace + '<p id="region-times-none">No kernel ran inside an annotation scope: the script compiled '
-                "nothing annotated with Inductor (graphs that run eagerly, as under aot_eager, have no scopes), or "
+                "nothing annotated (with Inductor, aot_eager or regional Inductor), or "
                 "ran no step after compiling.</p>")
     total = sum(t.total_us for t in profile.times) or 1.0
     rows = []

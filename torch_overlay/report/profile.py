@@ -24,8 +24,8 @@ Its parts, each usable alone:
 A region's time is the scopes' own time: each scope's span less the spans of the annotation scopes nested
 directly in it (a regional Inductor graph's compiled region runs its kernels' scopes inside the eager scope
 of the nodes around it), so no time is counted twice. It is not the profiler's "self" time, which would leave
-out the aten ops an extern call's scope holds. Its kernel count is the number of scopes: kernel calls, summed
-over the steps the script ran.
+out the aten ops an extern call's scope holds. Its kernel count is what its scopes ran, summed over the steps
+the script ran (:func:`kernel_count`): one per kernel scope, one per op of an eager scope.
 """
 from __future__ import annotations
 
@@ -115,6 +115,15 @@ def _span_us(event) -> float:
     return float(event.time_range.end - event.time_range.start)
 
 
+def kernel_count(scope) -> int:
+    """The kernels and ops one scope ran: its direct children that are op events (not ``record_function``
+    scopes), at least one. A kernel scope holds one call: a C++ kernel records no event of its own, an extern
+    call one op (``aten::mm``). An eager scope (a run of a graph that runs op by op: ``aot_eager``, the ops
+    of a regional Inductor graph outside its compiled regions) holds one op event per op of the run."""
+    ops = sum(1 for child in scope.cpu_children if not child.is_user_annotation)
+    return max(ops, 1)
+
+
 def region_times(events: Iterable, known: Optional[dict] = None) -> list:
     """Per-region sums of the annotation scopes among ``events`` (``torch.profiler`` FunctionEvents, as
     ``profile.events()`` gives them, their ``cpu_parent`` links set), regions in the order their first scope
@@ -143,10 +152,10 @@ def region_times(events: Iterable, known: Optional[dict] = None) -> list:
         own = max(_span_us(event) - nested_us.get(id(event), 0.0), 0.0)
         if backward:
             region.backward_us += own
-            region.backward_kernels += 1
+            region.backward_kernels += kernel_count(event)
         else:
             region.forward_us += own
-            region.forward_kernels += 1
+            region.forward_kernels += kernel_count(event)
     return list(regions.values())
 
 

@@ -1,0 +1,313 @@
+"""Profiler scopes for the ops that run eagerly (local-eager-annotation-scopes,
+beyond upstream): with torch._inductor.config.kernel_annotations on, the forward
+and backward graphs of aot_eager, and the ops of a regional_inductor graph
+outside its compiled regions, run each run of consecutive ops of one annotation
+inside ``torch.profiler.record_function(NAME, "eager")``, NAME by the rule of
+the kernels' scopes (test_kernel_annotations.py). With the flag off the graphs
+are the ones AOTAutograd hands over and no scope is recorded. Upstream (through
+2.15) records no region for these ops."""
+import contextlib
+import json
+import operator
+
+import torch
+import torch._dynamo
+import torch.fx.traceback as fx_traceback
+from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.backends.debugging import boxed_nop
+from torch._dynamo.utils import counters
+from torch._functorch import config as functorch_config
+from torch._inductor import config as inductor_config
+from torch._inductor.utils import fresh_inductor_cache
+from torch.fx.passes.regional_inductor import regional_inductor
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+ATTENTION, MLP, HEAD = {"region": "attention"}, {"region": "mlp"}, {"region": "head"}
+COMPILED_MLP = {**MLP, "compile_with_inductor": 0}
+COMPILED_SCALE = {"region": "scale", "compile_with_inductor": 0}
+PROFILER_OPS = {
+    torch.ops.profiler._record_function_enter_new,
+    torch.ops.profiler._record_function_exit,
+}
+
+
+def scope(custom, backward=False):
+    suffix = " (backward)" if backward else ""
+    return "annotation " + json.dumps(custom, sort_keys=True) + suffix
+
+
+class Block(torch.nn.Module):
+    """An attention-like softmax, an MLP and a head, each in a region of its own
+    (the head's only when ``head`` is given), and a scaling of one output in a
+    region of its own when ``scale`` is given."""
+
+    def __init__(self, mlp=MLP, head=None, scale=None, annotated=True):
+        super().__init__()
+        self.regions = (ATTENTION, mlp, head)
+        self.scale = scale
+        self.annotated = annotated
+        self.q = torch.nn.Linear(16, 16)
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 16)
+
+    def region(self, custom):
+        if self.annotated and custom is not None:
+            return fx_traceback.annotate(custom)
+        return contextlib.nullcontext()
+
+    def forward(self, x):
+        attention, mlp, head = self.regions
+        with self.region(attention):
+            probs = torch.softmax(self.q(x) @ x.transpose(-1, -2), dim=-1) @ x
+        with self.region(mlp):
+            y = self.down(torch.relu(self.up(probs)))
+        with self.region(head):
+            y = torch.tanh(y)
+        if self.scale is not None:
+            with self.region(self.scale):
+                y = torch.sin(y) * 2
+        return y
+
+
+def make(**kwargs):
+    """A Block with the same parameters every time."""
+    torch.manual_seed(0)
+    return Block(**kwargs)
+
+
+def step(compiled, model):
+    """Output and parameter gradients of one training step of ``compiled``
+    (``model``, or what compiles it)."""
+    torch.manual_seed(1)
+    x = torch.randn(2, 8, 16)
+    out = compiled(x)
+    out.sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    return out.detach(), grads
+
+
+def profile_step(model, backend, **config):
+    """The output and gradients of a compiled training step of ``model`` (compiled
+    under ``config``), and the profiler events of a second step."""
+    torch._dynamo.reset()
+    with fresh_inductor_cache(), inductor_config.patch(**config):
+        compiled = torch.compile(model, backend=backend)
+        result = step(compiled, model)
+    with torch.profiler.profile() as prof:
+        step(compiled, model)
+    torch._dynamo.reset()
+    return result, list(prof.events())
+
+
+def scopes(events):
+    return [e for e in events if e.name.startswith("annotation ")]
+
+
+def ops_inside(events, scope_name):
+    """The aten ops that ran inside a scope of that name (by time range)."""
+    inside = set()
+    for s in (e for e in events if e.name == scope_name):
+        start, end = s.time_range.start, s.time_range.end
+        inside |= {
+            e.name
+            for e in events
+            if e.name.startswith("aten::")
+            and start <= e.time_range.start
+            and e.time_range.end <= end
+        }
+    return inside
+
+
+def spy(compiler, seen):
+    """``compiler``, recording the graph it is given before and after it runs."""
+
+    def compile(gm, example_inputs):
+        before = [n.format_node() for n in gm.graph.nodes]
+        compiled = compiler(gm, example_inputs)
+        after = [
+            n.format_node() for n in gm.graph.nodes if n.target not in PROFILER_OPS
+        ]
+        scoped = [n for n in gm.graph.nodes if n.target in PROFILER_OPS]
+        seen.append((before, after, scoped, gm))
+        return compiled
+
+    return compile
+
+
+class TestAotEagerScopes(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        model = make()
+        cls.eager = step(model, model)  # not compiled
+        cls.on, cls.on_events = profile_step(
+            make(), "aot_eager", kernel_annotations=True
+        )
+        cls.off, cls.off_events = profile_step(make(), "aot_eager")
+
+    def test_forward_and_backward_regions_are_scoped(self):
+        names = {e.name for e in scopes(self.on_events)}
+        expected = {
+            scope(custom, backward)
+            for custom in (ATTENTION, MLP)
+            for backward in (False, True)
+        }
+        self.assertEqual(names, expected)
+
+    def test_each_scope_holds_its_regions_ops(self):
+        self.assertIn("aten::_softmax", ops_inside(self.on_events, scope(ATTENTION)))
+        self.assertIn(
+            "aten::_softmax_backward_data",
+            ops_inside(self.on_events, scope(ATTENTION, backward=True)),
+        )
+        self.assertIn("aten::relu", ops_inside(self.on_events, scope(MLP)))
+        self.assertIn(
+            "aten::threshold_backward",
+            ops_inside(self.on_events, scope(MLP, backward=True)),
+        )
+        # the unannotated tanh runs in no scope
+        for name in {e.name for e in scopes(self.on_events)}:
+            self.assertNotIn("aten::tanh", ops_inside(self.on_events, name))
+
+    def test_results_do_not_change(self):
+        for result in (self.on, self.off):
+            self.assertEqual(result, self.eager, atol=0, rtol=0)
+
+    def test_flag_off_records_no_scope(self):
+        self.assertEqual(scopes(self.off_events), [])
+
+    def test_graphs_change_only_with_the_flag(self):
+        def compile_graphs(model, **config):
+            seen = []
+            nop = spy(boxed_nop, seen)
+            backend = aot_autograd(fw_compiler=nop, bw_compiler=nop)
+            profile_step(model, backend, **config)
+            return seen
+
+        # Off: the compiler runs the graphs AOTAutograd hands it, untouched.
+        for before, after, scoped, _ in compile_graphs(make()):
+            self.assertEqual(after, before)
+            self.assertEqual(scoped, [])
+        # On without annotations: untouched too.
+        for before, after, scoped, _ in compile_graphs(
+            make(annotated=False), kernel_annotations=True
+        ):
+            self.assertEqual(after, before)
+            self.assertEqual(scoped, [])
+        # On: the same graphs plus the scopes, an enter and an exit per run.
+        seen = compile_graphs(make(), kernel_annotations=True)
+        self.assertEqual(len(seen), 2)
+        for before, after, scoped, _ in seen:
+            self.assertEqual(after, before)
+            self.assertTrue(scoped)
+            self.assertEqual(len(scoped) % 2, 0)
+            # the scope nodes carry no annotation of their own
+            self.assertFalse(any(n.meta.get("custom") for n in scoped))
+
+
+class TestRegionalInductorScopes(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.graphs = []
+        compiler = spy(regional_inductor, cls.graphs)
+        backend = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
+        # the scale region has one output, so its call may take the output's
+        # node meta: it must still run outside any eager scope
+        regions = {"mlp": COMPILED_MLP, "head": HEAD, "scale": COMPILED_SCALE}
+        model = make(**regions)
+        cls.eager = step(model, model)  # not compiled
+        cls.on, cls.events = profile_step(
+            make(**regions), backend, kernel_annotations=True
+        )
+
+    def test_eager_ops_between_regions_are_scoped(self):
+        for backward in (False, True):
+            attention = ops_inside(self.events, scope(ATTENTION, backward))
+            head = ops_inside(self.events, scope(HEAD, backward))
+            self.assertIn(
+                "aten::_softmax_backward_data" if backward else "aten::_softmax",
+                attention,
+            )
+            self.assertIn("aten::tanh_backward" if backward else "aten::tanh", head)
+
+    def test_compiled_region_keeps_its_kernel_scopes(self):
+        names = {e.name for e in scopes(self.events)}
+        for custom in (COMPILED_MLP, COMPILED_SCALE):
+            self.assertIn(scope(custom), names)
+            self.assertIn(scope(custom, backward=True), names)
+        # relu and sin ran in compiled kernels, not as eager ops
+        self.assertNotIn("aten::relu", {e.name for e in self.events})
+        self.assertNotIn("aten::sin", {e.name for e in self.events})
+
+    def test_eager_scopes_hold_only_eager_ops(self):
+        # In the graphs regional_inductor returns, a scope holds aten ops (and
+        # tuple items), never the call of a compiled region: that call's node
+        # may carry the region's annotation (the single-output scale region on
+        # 2.5.1-2.9.1), and its kernels have scopes of their own.
+        self.assertEqual(len(self.graphs), 2)
+        for _, _, scoped, gm in self.graphs:
+            self.assertTrue(scoped)
+            inside = False
+            for node in gm.graph.nodes:
+                if node.target is torch.ops.profiler._record_function_enter_new:
+                    inside = True
+                elif node.target is torch.ops.profiler._record_function_exit:
+                    inside = False
+                elif inside and node.op == "call_function":
+                    eager_op = isinstance(node.target, torch._ops.OpOverload)
+                    self.assertTrue(
+                        eager_op or node.target is operator.getitem, node.format_node()
+                    )
+
+    def test_results_do_not_change(self):
+        self.assertEqual(self.on, self.eager, atol=1e-5, rtol=1e-5)
+
+
+class TestAotAutogradCache(TestCase):
+    # From 2.12 AOTAutogradCache keeps the graphs aot_eager runs
+    # (AOTEagerOutputCode, with force_autograd_cache and bundled_autograd_cache):
+    # a graph compiled with the flag must not serve a call without it, nor the
+    # reverse.
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not (
+            hasattr(torch._dynamo.backends.debugging, "AOTEagerOutputCode")
+            and hasattr(functorch_config, "bundled_autograd_cache")
+        ):
+            raise cls.skipTest(
+                cls, "this torch's AOTAutogradCache keeps no aot_eager graph"
+            )
+
+    def test_cache_entries_do_not_cross_the_flag(self):
+        ON = {"kernel_annotations": True}
+
+        def run(**config):
+            torch._dynamo.reset()
+            counters.clear()
+            model = make()
+            with inductor_config.patch(**config):
+                compiled = torch.compile(model, backend="aot_eager")
+                step(compiled, model)
+            with torch.profiler.profile() as prof:
+                step(compiled, model)
+            cache = counters["aot_autograd"]
+            hit = (cache["autograd_cache_hit"], cache["autograd_cache_miss"]) == (1, 0)
+            miss = (cache["autograd_cache_hit"], cache["autograd_cache_miss"]) == (0, 1)
+            self.assertTrue(hit or miss, dict(cache))
+            return "hit" if hit else "miss", bool(scopes(prof.events()))
+
+        with fresh_inductor_cache(), functorch_config.patch(
+            force_autograd_cache=True, bundled_autograd_cache=True
+        ):
+            runs = [run(**config) for config in ({}, ON, {}, ON)]
+        # (cache, scopes recorded): each setting misses once, then hits its own entry
+        self.assertEqual(
+            runs, [("miss", False), ("miss", True), ("hit", False), ("hit", True)]
+        )
+
+
+if __name__ == "__main__":
+    run_tests()
