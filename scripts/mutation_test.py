@@ -34,8 +34,8 @@ EXPORT = "test/export/test_export_annotate.py"
 EXPORT_NONSTRICT_META = "test/export/test_export_nonstrict_meta.py"
 DYNAMIC = "test/dynamo/test_no_annotation_meta.py"
 OUTPUT_VIEWS = "test/functorch/test_aot_output_view_replay.py"
-VIEW_GRAD_FN = "test/functorch/test_aot_view_grad_fn_rebuild.py"
 EAGER_SCOPES = "test/inductor/test_eager_annotation_scopes.py"
+STALE_VIEWS = "test/export/test_export_stale_views.py"
 
 
 @dataclass
@@ -155,13 +155,11 @@ MUTATIONS = [
               "    with (\n        fx_traceback.preserve_node_meta(),\n        fx_traceback.set_current_replay_node"),
              ("    with fx_traceback.set_current_replay_node(traced.proxy.node):\n",
               "    with (\n        fx_traceback.set_current_replay_node"), [OUTPUT_VIEWS]),
-    Mutation("a stale view's grad_fn is rebuilt under the current annotation, not the view's",
-             "torch/fx/experimental/proxy_tensor.py",
-             "        with fx_traceback._annotation_of(node):\n", "        if True:\n", [VIEW_GRAD_FN]),
-    Mutation("a stale view's grad_fn is left to autograd",
-             "torch/fx/experimental/proxy_tensor.py",
-             "            _rebuild_stale_view_grad_fns(self.tracer, args, kwargs)\n", "            pass\n",
-             [VIEW_GRAD_FN]),
+    Mutation("a view regenerated inside a block drops the block's custom when the view was taken outside any",
+             "torch/fx/proxy.py",
+             '                if "custom" in replay_node.meta:\n',
+             '                node.meta.pop("custom", None)\n                if "custom" in replay_node.meta:\n',
+             [STALE_VIEWS]),
     Mutation("non-strict export records no custom without preserve_node_meta()",
              "torch/fx/experimental/proxy_tensor.py",
              "            if fx_traceback._annotation_entered_in_trace(node) is None:\n",

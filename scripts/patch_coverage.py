@@ -46,7 +46,6 @@ _CALLER_ANNOTATION = ("runs only with torch._dynamo.config.trace_under_caller_an
                       "the pristine release lacks) for a compiled call inside an eager annotate block")
 _NEW_PRIVATE_API = ("a private helper of upstream's API that the pristine release lacks and nothing in torch calls "
                     "(a program calling it cannot run on the pristine release; its tests are the patch's)")
-_ANNOTATED_TRACE = "runs only once an annotation was current in the trace (the recording's annotated flag)"
 _TRITON_ONLY = ("a Triton kernel's call site (local-inductor-kernel-annotations wraps it in the kernel_call the C++ "
                 "kernels' flush shares, which the corpus reaches): Inductor generates Triton kernels on a GPU only, "
                 "and the corpus runs on CPU")
@@ -99,7 +98,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/_dynamo/variables/ctx_manager.py", "_ambient_annotation_is"): _CALLER_ANNOTATION,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_repr"): _CALLER_ANNOTATION,
     ("torch/_dynamo/variables/ctx_manager.py", "_caller_annotation_hidden"): _CALLER_ANNOTATION,
-    ("torch/fx/experimental/proxy_tensor.py", "_rebuild_stale_view_grad_fns"): _ANNOTATED_TRACE,
     ("torch/fx/passes/regional_inductor.py", "_RegionScooper.scoop_regions"):
         "upstream's regional Inductor pass (2.10+), which a program runs only to compile the nodes it annotates "
         "compile_with_inductor (local-regional-inductor-linear-partitions changes its grouping)",
@@ -109,8 +107,6 @@ ALLOWED: dict[tuple[str, str], str] = {
      "_maybe_run_with_interpreter.<locals>._AnnotatingInterpreter.run_node"): _ANNOTATED_BODY,
     ("torch/fx/traceback.py", "_ActiveAnnotateBlocks.__init__"):
         "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",
-    ("torch/fx/traceback.py", "_annotation_of"):
-        "called by _rebuild_stale_view_grad_fns only, for an annotated view: " + _ANNOTATED_TRACE,
     **{("torch/_inductor/kernel_annotations.py", name): _KERNEL_ANNOTATIONS_ON for name in (
         "annotation_json", "annotated_origins", "_graph_order", "annotations", "scope_name", "scope_label",
         "_key_text", "_value_text", "_GraphFacts.__init__", "_facts", "_ScopeEnter.__init__", "_ScopeEnter.codegen",

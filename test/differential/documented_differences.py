@@ -237,8 +237,6 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._note_current_annotation": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._record_seq_nr_annotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
-    "torch.fx.traceback._annotation_of": ("local-view-grad-fn-rebuild",),
-    "torch.fx.experimental.proxy_tensor._rebuild_stale_view_grad_fns": ("local-view-grad-fn-rebuild",),
     "torch.fx.experimental.proxy_tensor._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),  # 2.10.0+
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
