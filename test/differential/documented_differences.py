@@ -306,17 +306,31 @@ def _internal_keys_only(value) -> bool:
             and all(part.strip().startswith("_torchdynamo_disable") for part in value.strip("{}").split(", ")))
 
 
+def _no_internal_keys_of_a_trace(d) -> bool:
+    """local-export-no-internal-keys: a node of a non-strict export traced inside the caller's
+    preserve_node_meta() without the keys of dispatch_trace or Tracer.trace, or a node of the graph
+    run_decompositions() makes of it (``.decomposed``) without the keys that the release's in-place
+    annotate() update wrote into the old node's custom dict (there only because the old node had one)."""
+    if not (d.what == "meta" and d.key == "custom" and d.patched is None and _internal_keys_only(d.pristine)):
+        return False
+    if re.search(r"_torchdynamo_disable_method'?: '?(dispatch_)?trace'?[,}]", d.pristine) is not None:
+        return True
+    return d.graph.endswith(".decomposed")
+
+
 DOCUMENTED.append(Documented(
     "custom of a non-strict export inside preserve_node_meta()",
     "no `_torchdynamo_disable*` keys from the two functions that run a whole trace, make_fx's `dispatch_trace` "
     "and fx's `Tracer.trace` (disabled by Dynamo once it has run), which the release's disable wrapper (from "
     "2.10) stamps on every node of a non-strict export traced inside the caller's `preserve_node_meta()` "
     "(`_torchdynamo_disable_method: 'dispatch_trace'` or `'trace'`); every other disabled function's ops keep "
-    "theirs",
+    "theirs. In the graph `run_decompositions()` makes of such an export, the ops of a torch function it runs "
+    "disabled (2.14: the type-promotion wrapper of `torch._refs`, `'add'`, `'_ref'`) have no custom either: "
+    "the release's `annotate()` writes that function's keys in place into the old node's custom dict, which "
+    "the re-trace shares (it changes the old program too), so they appear only where the old node had one; "
+    "outside `preserve_node_meta()` the release records none there too",
     "none (local; the keys come from upstream PR 166341)", "local-export-no-internal-keys", NEVER,
-    lambda d: (d.what == "meta" and d.key == "custom" and d.patched is None and _internal_keys_only(d.pristine)
-               and re.search(r"_torchdynamo_disable_method'?: '?(dispatch_)?trace'?[,}]", d.pristine) is not None),
-    "export_disabled_functions"))
+    _no_internal_keys_of_a_trace, "export_disabled_functions"))
 
 
 # The series' own new module (beyond upstream, issue 34): the kernel_annotations option's comments and profiler
