@@ -237,7 +237,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._note_current_annotation": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._record_seq_nr_annotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
-    "torch.fx.experimental.proxy_tensor._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),  # 2.10.0+
+    "torch._dynamo.eval_frame._DISABLE_ANNOTATION_KEYS": ("local-export-nonstrict-custom",),  # 2.10.0+
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),

@@ -112,9 +112,11 @@ class ExportAnnotateTests(TestCase):
         self.assertEqual({n.name: n.meta["custom"] for n in ep.graph.nodes if n.meta.get("custom")},
                          {"linear": EXPECTED_CUSTOM})
 
-    def test_caller_annotation_stays_off_inputs_output_and_unannotated_ops(self):
+    def test_caller_annotation_stays_off_user_inputs_output_and_unannotated_ops(self):
         # an eager annotate() around export: only the block the module enters records, merged with
-        # the caller's annotation (upstream 2.13's strict export does the same; the oracle test below)
+        # the caller's annotation (upstream 2.13's strict export does the same; the oracle test below).
+        # The parameters' placeholders are left out: strict export gives each the annotation of the
+        # block that reads it, non-strict export lifts them before the forward runs (none).
         for strict in (True, False):
             with self.subTest(strict=strict):
                 torch._dynamo.reset()
