@@ -216,8 +216,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch._dynamo.variables.ctx_manager._read_from_a_guarded_container": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._key_path": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._annotation_not_constant": ("local-dynamo-annotation-constants",),
-    "torch._dynamo.variables.ctx_manager._annotation_as_dict":
-        ("local-dynamo-annotation-constants", "local-dynamo-annotation-pairs"),
+    "torch._dynamo.variables.ctx_manager._annotation_as_dict": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.functions._recreate_supported_context_manager": ("local-dynamo-context-decorator",),
     "torch._functorch._aot_autograd.functional_utils._sync_under_annotated_view_node": ("local-view-replay-outputs",),
     "torch._functorch._aot_autograd.logging_utils._graph_tasks_with_callback": ("local-stacktrace-hooks-reset",),

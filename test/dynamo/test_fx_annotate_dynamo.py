@@ -601,16 +601,79 @@ add|""")
                 torch._dynamo.reset()
                 with self.assertRaisesRegex(torch._dynamo.exc.Unsupported, message):
                     torch.compile(fn, backend="eager", fullgraph=True, dynamic=True)(torch.randn(4))
-        # without fullgraph the frame runs eagerly: no graph is specialized on a size
-        torch._dynamo.reset()
+        self.assert_tracing_state_clean()
+
+    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 specializes every symbolic int")
+    def test_symbolic_size_never_specializes_a_graph(self):
+        # without fullgraph, a graph break at the annotate call: the code before it compiles, each graph taking
+        # the size as a symbolic input, and no node holds the size
+        def f(x):
+            y = x * 2
+            with fx_traceback.annotate({"n": x.shape[0]}):
+                y = y.cos()
+            return y + 1
+
         cap = Capture()
-        compiled = torch.compile(by_size, backend=cap, dynamic=True)
+        compiled = torch.compile(f, backend=cap, dynamic=True)
         for n in (4, 5, 6):
             x = torch.randn(n)
-            self.assertEqual(compiled(x), by_size(x))
+            self.assertEqual(compiled(x), f(x))
+        self.assertNotEqual(cap.dynamo_graphs, [])
+        for gm in cap.dynamo_graphs:
+            self.assertEqual(len([p for p in gm.graph.find_nodes(op="placeholder")
+                                  if isinstance(p.meta["example_value"], torch.SymInt)]), 1)
         self.assertEqual([n.meta["custom"] for gm in cap.dynamo_graphs for n in gm.graph.nodes
                           if "custom" in n.meta], [])
         self.assert_tracing_state_clean()
+
+    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 specializes every symbolic int")
+    def test_an_argument_list_item_is_read_as_an_int_argument_is(self):
+        # automatic dynamic makes an int argument and an int in an argument's list symbolic alike once they
+        # change: both are the same graph break (only a global or closure container's int is read as its value)
+        from torch._dynamo.testing import CompileCounter
+        from torch._dynamo.utils import counters
+
+        def f_int(x, k):
+            y = x * 2
+            with fx_traceback.annotate({"n": k}):
+                y = y.cos()
+            return y + 1
+
+        def f_list(x, sizes):
+            y = x * 2
+            with fx_traceback.annotate({"n": sizes[0]}):
+                y = y.cos()
+            return y + 1
+
+        seen = []
+        for f, arg_of in ((f_int, lambda k: k), (f_list, lambda k: [k])):
+            torch._dynamo.reset()
+            counters.clear()
+            cnt = CompileCounter()
+            compiled = torch.compile(f, backend=cnt)
+            for k in (1, 2, 3, 4):
+                x = torch.randn(4)
+                self.assertEqual(compiled(x, arg_of(k)), f(x, arg_of(k)))
+            seen.append((cnt.frame_count, cnt.op_count, len([b for b in counters["graph_break"] if "['n']" in b])))
+        self.assertEqual(seen[0], seen[1])
+        self.assertEqual(seen[0][2], 1)
+        self.assert_tracing_state_clean()
+
+    def test_changed_int_in_a_closure_dict_stays_a_constant(self):
+        # the compiled function's own closure is not one of its inputs: its changed int is read as its value
+        d = {"stage": 0}
+
+        def f(x):
+            with fx_traceback.annotate({"stage": d["stage"]}):
+                return x.cos()
+
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap, fullgraph=True)
+        for stage in (0, 1, 2):
+            d["stage"] = stage
+            compiled(torch.randn(4))
+        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
+                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
 
 
 @requires_oracle
