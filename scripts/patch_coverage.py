@@ -98,6 +98,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/_dynamo/variables/ctx_manager.py", "_ambient_annotation_is"): _CALLER_ANNOTATION,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_repr"): _CALLER_ANNOTATION,
     ("torch/_dynamo/variables/ctx_manager.py", "_caller_annotation_hidden"): _CALLER_ANNOTATION,
+    ("torch/fx/passes/regional_inductor.py", "regional_inductor"):
+        "upstream's regional Inductor pass (2.10+), which a program runs only to compile the nodes it annotates "
+        "compile_with_inductor (local-eager-annotation-scopes adds the eager ops' scopes, with "
+        "kernel_annotations on, after the regions are compiled)",
     ("torch/fx/passes/regional_inductor.py", "_RegionScooper.scoop_regions"):
         "upstream's regional Inductor pass (2.10+), which a program runs only to compile the nodes it annotates "
         "compile_with_inductor (local-regional-inductor-linear-partitions changes its grouping)",
@@ -129,6 +133,9 @@ ALLOWED_BEFORE: dict[str, tuple[str, str]] = {
     "torch/fx/passes/infra/_linear_partitioner.py": (
         "9999.0.0", "the series' own new module (README row 'linear partitioner module'): only regional_inductor "
                     "imports it, and regional Inductor groups only the nodes annotated compile_with_inductor"),
+    "torch/_inductor/eager_annotation_scopes.py": (
+        "9999.0.0", "the series' own new module (README row 'eager annotation scopes module'): aot_eager and "
+                    "regional Inductor import it only with torch._inductor.config.kernel_annotations on"),
     "torch/fx/passes/regional_inductor.py": (
         "2.10.0", "a module the pristine release lacks before upstream 2.10 (README row 'new modules'): nothing in "
                   "torch imports it, and a program importing it cannot run on the pristine release"),

@@ -349,6 +349,21 @@ DOCUMENTED.append(Documented(
     "(module surface)"))
 
 
+# The series' own new module (beyond upstream, issue 34): the eager ops' profiler scopes of the same option.
+# aot_eager and regional Inductor import it only with the option on.
+EAGER_SCOPES_MODULE = "torch._inductor.eager_annotation_scopes"
+
+DOCUMENTED.append(Documented(
+    "eager annotation scopes module", "`torch._inductor.eager_annotation_scopes` (the profiler scopes of the ops "
+    "that run op by op, in `aot_eager` graphs and outside regional Inductor's compiled regions, with the option "
+    "`torch._inductor.config.kernel_annotations` on) can be imported; nothing imports it while the option is off, "
+    "so the graphs `aot_eager` and regional Inductor run are the release's",
+    "none (local)", "local-eager-annotation-scopes", NEVER,
+    lambda d: (d.what in ("module name added", "module name removed")
+               and d.key.rsplit(".", 1)[0] == EAGER_SCOPES_MODULE),
+    "(module surface)"))
+
+
 @dataclass(frozen=True)
 class Pending:
     item: str  # the issue item and the fix under way

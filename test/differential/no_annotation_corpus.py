@@ -152,6 +152,16 @@ def compile_inference(obs):
         obs.result("out", compiled(torch.randn(3, 8)))
 
 
+@program()
+def compile_aot_eager(obs):
+    """The aot_eager backend: AOTAutograd's forward and backward graphs run as traced (boxed_nop), the path
+    local-eager-annotation-scopes changes (it adds scopes there only with kernel_annotations on)."""
+    model = MLP()
+    compiled = torch.compile(model, backend="aot_eager")
+    for step in range(2):
+        _train_step(obs, f"step{step}", model, compiled, torch.randn(3, 8))
+
+
 def _breaks(x):
     y = x.sin()
     print("graph break")  # noqa: T201 -- a graph break on purpose

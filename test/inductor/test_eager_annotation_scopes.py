@@ -32,7 +32,11 @@ PROFILER_OPS = {
 
 def scope(custom, backward=False):
     suffix = " (backward)" if backward else ""
-    return f"annotation region='{custom['region']}'" + suffix
+    items = ", ".join(
+        f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
+        for k, v in sorted(custom.items())
+    )
+    return "annotation " + items + suffix
 
 
 class Block(torch.nn.Module):
