@@ -3,9 +3,10 @@ beyond upstream): with the flag on, each kernel call and extern call of the
 output code names the annotations of the FX nodes it came from
 (``# Annotation: {...}``) and runs inside a
 ``torch.profiler.record_function("annotation key=value, ...[ (backward)]", KERNEL)``
-scope; with it off (the default) the output code, the kernel names and the FX
-graph cache key are the release's. Upstream (through 2.15) names no region in
-the output code or in the profiler events of a compiled step."""
+scope; with it off (the default) the output code and the kernel names are the
+release's, and an FX graph cache entry made with it off is found again with it
+off. Upstream (through 2.15) names no region in the output code or in the
+profiler events of a compiled step."""
 import contextlib
 import json
 import os
@@ -17,10 +18,10 @@ import tempfile
 import torch
 import torch._dynamo
 import torch.fx.traceback as fx_traceback
+from torch._dynamo.utils import counters
+from torch._functorch import config as functorch_config
 from torch._inductor import config as inductor_config
-from torch._inductor.codecache import compiled_fx_graph_hash, FxGraphHashDetails
 from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
-from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 REGIONS = ({"region": "attention"}, {"region": "mlp"})
@@ -39,7 +40,8 @@ def scope(custom, backward=False):
 
 
 class TwoRegions(torch.nn.Module):
-    """The issue's block: an attention-like softmax and an MLP, one region each."""
+    """A transformer-like block: an attention-like softmax and an MLP, one
+    region each."""
 
     def __init__(self, annotated=True):
         super().__init__()
@@ -151,8 +153,8 @@ class TestKernelAnnotations(TestCase):
         self.assertEqual(named, expected)
 
     def test_chrome_trace_is_json_and_names_both_regions(self):
-        # Releases through 2.14 write event names into the Chrome trace unescaped:
-        # a scope name holding a double quote would end its JSON string early.
+        # A scope name holding a double quote or a backslash would not survive
+        # the Chrome trace writer as it is.
         trace = json.loads(self.on_trace)
         named = {
             event["name"]
@@ -205,29 +207,64 @@ class TestKernelAnnotations(TestCase):
         events = self.unannotated_events
         self.assertEqual([name for name in events if name.startswith("annotation")], [])
 
-    def test_fx_graph_cache_key_leaves_the_flag_out_while_off(self):
-        gm = make_fx(lambda x: torch.relu(x) + 1)(torch.randn(4))
-        inputs = [torch.randn(4)]
+    def test_an_extern_call_with_its_own_profile_scope_gets_one_scope(self):
+        # x[bool_mask] = v is an extern index_put_, whose line opens a profile
+        # scope of its own inside the scope of its extern call.
+        def put(x, mask, v):
+            with fx_traceback.annotate({"region": "put"}):
+                y = x.clone()
+                y[mask] = v
+                return y * 2
 
-        def hashed_config():
-            return FxGraphHashDetails(gm, inputs, {}, []).inductor_config
+        args = (
+            torch.randn(4, 8),
+            torch.tensor([True, False, True, False]),
+            torch.randn(8),
+        )
+        torch._dynamo.reset()
+        with fresh_inductor_cache(), inductor_config.patch(kernel_annotations=True):
+            compiled = torch.compile(put, backend="inductor")
+            _, (code,) = run_and_get_code(compiled, *args)
+            with torch.profiler.profile() as prof:
+                compiled(*args)
+        torch._dynamo.reset()
+        call = r"^\s*((?:cpp_fused|triton_)\w+|extern_kernels\.\w+|aten\.\w+)\("
+        calls = re.findall(call, code, flags=re.MULTILINE)
+        self.assertIn("aten.index_put_", calls)
+        scopes = re.findall(
+            r"record_function\(.*, '([^']*)'\):$", code, flags=re.MULTILINE
+        )
+        self.assertEqual(scopes, calls)
+        self.assertEqual(len(re.findall(r"# Annotation: ", code)), len(calls))
+        events = [e.name for e in prof.events() if e.name == "annotation region='put'"]
+        self.assertEqual(len(events), len(calls))
 
-        def key():
-            return compiled_fx_graph_hash(gm, inputs, {}, [])[0]
+    def test_fx_graph_cache_finds_an_entry_made_with_the_same_flag(self):
+        # Off, then on: a miss each (annotated output code never comes from an
+        # entry compiled without it); then off and on again: a hit each.
+        def f(x):
+            with fx_traceback.annotate({"region": "relu"}):
+                return torch.relu(x) + 1
 
-        off, off_key = hashed_config(), key()
-        with inductor_config.patch(kernel_annotations=True):
-            on, on_key = hashed_config(), key()
-        # Off, the hashed config is what a torch without the option hashes: every
-        # other entry, and no trace of this one.
-        self.assertNotIn("kernel_annotations", off)
-        self.assertIs(on["kernel_annotations"], True)
-        others = {k: v for k, v in on.items() if k != "kernel_annotations"}
-        self.assertEqual(off, others)
-        # On, the key differs: annotated output code never comes from an entry
-        # compiled without it.
-        self.assertNotEqual(on_key, off_key)
-        self.assertEqual(key(), off_key)
+        x = torch.randn(4)
+        seen = []
+        with (
+            fresh_inductor_cache(),
+            inductor_config.patch(fx_graph_cache=True),
+            functorch_config.patch(enable_autograd_cache=False),
+        ):
+            for flag in (False, True, False, True):
+                torch._dynamo.reset()
+                counters.clear()
+                with inductor_config.patch(kernel_annotations=flag):
+                    torch.compile(f, backend="inductor")(x)
+                inductor = counters["inductor"]
+                seen.append(
+                    (inductor["fxgraph_cache_miss"], inductor["fxgraph_cache_hit"])
+                )
+        torch._dynamo.reset()
+        self.assertEqual(seen, [(1, 0), (1, 0), (0, 1), (0, 1)])
+
 
 if __name__ == "__main__":
     run_tests()
