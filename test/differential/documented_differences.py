@@ -332,6 +332,11 @@ DOCUMENTED.append(Documented(
     _no_internal_keys_of_a_trace, "export_disabled_functions"))
 
 
+def _names_of_module(module: str) -> Callable:
+    """A row's test: a name of MODULE (a new module of the series) is added to, or missing from, the surface."""
+    return lambda d: d.what in ("module name added", "module name removed") and d.key.rsplit(".", 1)[0] == module
+
+
 # The series' own new module (beyond upstream, issue 34): the kernel_annotations option's comments and profiler
 # scopes. Inductor's code generation imports it; with the option off (the default) it writes nothing, and the
 # option is left out of the FX graph cache key (compile_inductor_output_code compares the output code and the
@@ -343,9 +348,7 @@ DOCUMENTED.append(Documented(
     "option `torch._inductor.config.kernel_annotations`, off by default) can be imported, and Inductor imports it "
     "when it generates code; with the option off it writes nothing: the output code, kernel names, profiler events "
     "and FX graph cache key are the release's",
-    "none (local)", "local-inductor-kernel-annotations", NEVER,
-    lambda d: (d.what in ("module name added", "module name removed")
-               and d.key.rsplit(".", 1)[0] == KERNEL_ANNOTATIONS_MODULE),
+    "none (local)", "local-inductor-kernel-annotations", NEVER, _names_of_module(KERNEL_ANNOTATIONS_MODULE),
     "(module surface)"))
 
 
@@ -358,9 +361,7 @@ DOCUMENTED.append(Documented(
     "that run op by op, in `aot_eager` graphs and outside regional Inductor's compiled regions, with the option "
     "`torch._inductor.config.kernel_annotations` on) can be imported; nothing imports it while the option is off, "
     "so the graphs `aot_eager` and regional Inductor run are the release's",
-    "none (local)", "local-eager-annotation-scopes", NEVER,
-    lambda d: (d.what in ("module name added", "module name removed")
-               and d.key.rsplit(".", 1)[0] == EAGER_SCOPES_MODULE),
+    "none (local)", "local-eager-annotation-scopes", NEVER, _names_of_module(EAGER_SCOPES_MODULE),
     "(module surface)"))
 
 
