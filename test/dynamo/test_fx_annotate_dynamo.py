@@ -92,6 +92,23 @@ class Stage(enum.Enum):
     A = "a"
 
 
+def cos_customs_as_the_dict_changes(key, value_of, first=0):
+    """The custom of the cos in each graph Dynamo makes of a call of a function decorated with
+    annotate_fn(dec), while dec[key] takes value_of(0), value_of(1), value_of(2), value_of(2)."""
+    dec = {key: first}
+
+    @fx_traceback.annotate_fn(dec)
+    def decorated_cos(x):
+        return x.cos()
+
+    cap = Capture()
+    compiled = torch.compile(lambda x: decorated_cos(x) + 1, backend=cap, fullgraph=True)
+    for stage in (0, 1, 2, 2):
+        dec[key] = value_of(stage)
+        compiled(torch.randn(4))
+    return [gm.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"] for gm in cap.dynamo_graphs]
+
+
 def annotated_rows(graphs):
     """``name|custom`` of the call nodes of each graph, graphs separated by ``--``."""
     return "\n--\n".join(dynamo_table(g) for g in graphs)
@@ -225,38 +242,16 @@ add|""")
     def test_changed_int_in_a_decorator_dict_stays_a_constant(self):
         # beyond upstream (2.13 raises an internal error): an int that changed between
         # calls becomes dynamic in Dynamo (automatic dynamic); the annotation holds its value
-        dec = {"stage": 0}
-
-        @fx_traceback.annotate_fn(dec)
-        def g(x):
-            return x.cos()
-
-        cap = Capture()
-        compiled = torch.compile(lambda x: g(x) + 1, backend=cap, fullgraph=True)
-        for stage in (0, 1, 2, 2):
-            dec["stage"] = stage
-            compiled(torch.randn(4))
-        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
-                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+        self.assertEqual(cos_customs_as_the_dict_changes("stage", lambda s: s),
+                         [{"stage": 0}, {"stage": 1}, {"stage": 2}])
 
     def test_nested_values_of_a_decorator_dict_stay_constants(self):
         # Dynamo builds the values of a guarded dict lazily: a nested dict or list must
         # be read as one (not refused as "not a constant"), a changed int in it as its value
         for first, changed in (({"stage": 0}, lambda s: {"stage": s}), ([0, 1], lambda s: [0, s])):
             torch._dynamo.reset()
-            dec = {"m": first}
-
-            @fx_traceback.annotate_fn(dec)
-            def g(x):
-                return x.cos()
-
-            cap = Capture()
-            compiled = torch.compile(lambda x: g(x) + 1, backend=cap, fullgraph=True)
-            for stage in (0, 1, 2, 2):
-                dec["m"] = changed(stage)
-                compiled(torch.randn(4))
-            self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
-                              for g in cap.dynamo_graphs], [{"m": changed(s)} for s in (0, 1, 2)])
+            self.assertEqual(cos_customs_as_the_dict_changes("m", changed, first=first),
+                             [{"m": changed(s)} for s in (0, 1, 2)])
 
     def test_rebinding_a_decorated_function_recompiles(self):
         # every @annotate(d) wrapper shares contextlib's code object: rebinding the name
