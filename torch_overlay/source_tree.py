@@ -45,8 +45,19 @@ CONFIG_PATCHES = "torch-overlay.patches"
 CONFIG_VERSION = "torch-overlay.version"
 CONFIG_BASE = "torch-overlay.base"
 # For repositories torch-overlay creates itself: the user's git configuration
-# (diff.algorithm, format.*, apply.whitespace, ...) must not change the bytes.
-ISOLATED_GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+# (diff.algorithm, format.*, apply.whitespace, ...) must not change the bytes, and
+# no automatic gc may run: a commit of a whole torch tree leaves enough loose objects
+# to start a detached ``git gc --auto`` that keeps writing into the repository after
+# git returns, so renaming or removing it at once (a failed workspace) then fails.
+ISOLATED_GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "gc.auto",
+    "GIT_CONFIG_VALUE_0": "0",
+    "GIT_CONFIG_KEY_1": "maintenance.auto",
+    "GIT_CONFIG_VALUE_1": "false",
+}
 
 
 def git(repo: Path, *args: str, check: bool = True, isolated: bool = False,

@@ -27,7 +27,10 @@ from torch_overlay.pristine import from_wheel
 from torch_overlay.series import load_series
 
 RELEASE_DATE = "2024-10-29T17:00:00+00:00"
-IDENTITY = ["-c", "user.name=torch-overlay tests", "-c", "user.email=tests@torch-overlay.invalid"]
+IDENTITY = ["-c", "user.name=torch-overlay tests", "-c", "user.email=tests@torch-overlay.invalid",
+            # no detached ``gc --auto`` after a commit of the whole Debian tree: it kept writing
+            # into the .partial folder while _make_release_repository renamed and removed it
+            "-c", "gc.auto=0", "-c", "maintenance.auto=false"]
 # A real setup.py: `develop` records that it ran and what it built from.
 RECORDING_SETUP_PY = """\
 import pathlib, sys

@@ -208,3 +208,22 @@ def test_refresh_killed_before_its_commit_point_leaves_the_patches_as_they_were(
         git(ws, "reset", "-q", "--hard", "HEAD~1")
         assert refresh(ws) and folder_bytes(folder) == original
         git(ws, "cherry-pick", "HEAD@{1}")
+
+
+def test_repositories_torch_overlay_makes_start_no_background_gc(tmp_path):
+    """A commit of more loose objects than gc.auto's threshold (6700) starts no detached gc in a
+    repository the tool runs git in isolated (a workspace): such a gc kept writing into a folder that
+    was being renamed and removed (CI: 'Directory not empty' on the Debian tree's repository)."""
+    import time
+
+    from torch_overlay.source_tree import git as overlay_git
+
+    repo = tmp_path / "many-objects"
+    overlay_git(tmp_path, "init", "-q", str(repo), isolated=True)
+    for i in range(7000):
+        (repo / f"f{i}").write_text(f"{i}\n")
+    overlay_git(repo, "add", "-A", isolated=True)
+    overlay_git(repo, "commit", "-q", "-m", "many loose objects", isolated=True)
+    time.sleep(3)  # a detached gc packs these within a second or two here
+    assert list((repo / ".git" / "objects" / "pack").iterdir()) == []
+    assert overlay_git(repo, "config", "gc.auto", isolated=True).stdout.strip() == "0"
