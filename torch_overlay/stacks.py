@@ -76,27 +76,29 @@ def stacks(series: Series) -> dict[str, list[Patch]]:
     return {patch_name(p): stack_of(series, p) for p in series.patches}
 
 
-def stacks_through(series: Series, patch: Patch) -> list[list[Patch]]:
-    """The largest stacks ``patch`` belongs to, each bottom first and ending with its top patch.
-
-    A stack here is a patch with the patches it sits on; a pull request's body lists each largest one it is
-    part of, as ghstack lists the pull requests of a stack in each of them."""
-    all_stacks = {patch_name(p): [*s, p] for p, s in ((p, stack_of(series, p)) for p in series.patches)}
-    mine = [s for s in all_stacks.values() if patch in s]
-    largest = [s for s in mine if not any(len(o) > len(s) and all(p in o for p in s) for o in mine)]
-    return largest
+def stacked_on(series: Series, patch: Patch) -> list[Patch]:
+    """The patches of ``series`` whose ``Stack:`` line names ``patch``, in series order."""
+    return [p for p in series.patches if patch in stack_of(series, p)]
 
 
 GHSTACK_HEADER = "Stack from [ghstack](https://github.com/ezyang/ghstack) (oldest at bottom):"
+STACKED_ON_THIS = "Pull requests stacked on this one:"
 
 
 def ghstack_block(series: Series, patch: Patch) -> str:
-    """The stack list a pull request's body opens with, as ghstack writes it: each largest stack the patch is
-    part of, newest first, this one marked ``__->__``; '' for a patch that is part of no stack."""
-    blocks = []
-    for stack in stacks_through(series, patch):
-        if len(stack) < 2:
-            continue
-        lines = [f"* {'__->__ ' if p is patch else ''}{patch_name(p)}" for p in reversed(stack)]
-        blocks.append("\n".join([GHSTACK_HEADER, *lines]))
-    return "\n\n".join(blocks)
+    """The stack a pull request's body opens with, as ghstack writes it: one stack, the patches its own
+    ``Stack:`` line names with the patch itself on top (newest first, this one marked ``__->__``); then, for a
+    patch that others sit on, one line naming them. '' for a patch that is part of no stack.
+
+    One block, read off the patch's own header: a reviewer checks out exactly that stack, and a patch that
+    sits on nothing lists nothing below it. The patches above it are named rather than listed as its stack,
+    since several may sit on it side by side (ghstack's list is one line of descent)."""
+    below = stack_of(series, patch)
+    above = stacked_on(series, patch)
+    if not below and not above:
+        return ""
+    lines = [GHSTACK_HEADER, f"* __->__ {patch_name(patch)}", *(f"* {patch_name(p)}" for p in reversed(below))]
+    block = "\n".join(lines)
+    if above:
+        block += f"\n\n{STACKED_ON_THIS} {', '.join(patch_name(p) for p in above)}."
+    return block

@@ -240,6 +240,9 @@ LOCAL_PRIVATE_NAMES = {
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),
+    # 2.10.0+: the mark on torch's functions that run a whole trace
+    "torch._compile._UNANNOTATED_WHEN_DISABLED": ("local-export-no-internal-keys",),
+    "torch._compile._unannotated_when_disabled": ("local-export-no-internal-keys",),
 }
 
 # Module-level imports the series' own helpers use that the release's module (and upstream's) lacks, each with
@@ -248,6 +251,11 @@ LOCAL_MODULE_IMPORTS = {
     "torch.fx.traceback.threading": ("local-annotation-entered-in-trace",),  # 2.5.1-2.9.1 lack it
     "torch.fx.traceback.bisect": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._get_sequence_nr": ("local-bw-seq-nr-ranges",),
+    "torch._functorch._aot_autograd.logging_utils.weakref": ("local-stacktrace-hooks-reset",),
+    # 2.10.0+: where torch disables a function that runs a whole trace, it marks it (a decorator at module level)
+    "torch._dynamo.eval_frame._UNANNOTATED_WHEN_DISABLED": ("local-export-no-internal-keys",),
+    "torch._dynamo.eval_frame._unannotated_when_disabled": ("local-export-no-internal-keys",),
+    "torch.fx.experimental.proxy_tensor._unannotated_when_disabled": ("local-export-no-internal-keys",),
 }
 
 # Module-level imports a patch leaves unused where it removes the module's last use of them: the pull request
@@ -257,6 +265,13 @@ DROPPED_IMPORTS = {
     "torch._functorch._aot_autograd.utils.copy": ("local-fwd-bw-custom-shared-values",),  # 2.13.0 and later
 }
 
+# Module state a patch makes dead, removed with the names that re-export it (a reviewer asks for dead state to go
+# rather than be kept with a comment).
+DROPPED_STATE = {
+    "torch._functorch._aot_autograd.logging_utils.callback_set": ("local-stacktrace-hooks-reset",),
+    "torch._functorch.aot_autograd.callback_set": ("local-stacktrace-hooks-reset",),
+}
+
 DOCUMENTED.append(Documented(
     "private module names", "private helpers of the series' own code in the modules it touches "
     "(`_annotation_repr`, `_SeqNrAnnotations`, ...: each is listed with its patch in "
@@ -264,10 +279,13 @@ DOCUMENTED.append(Documented(
     "where the release lacks it, `threading` in `fx.traceback`: `LOCAL_MODULE_IMPORTS`); the series adds no "
     "public name and no other import beyond upstream's, and drops an "
     "import only where a patch removes its last use (`copy` of `fx.traceback` on 2.15.0 and of "
-    "`_functorch._aot_autograd.utils` from 2.13.0: `DROPPED_IMPORTS`, upstream's lint refuses an unused one)",
+    "`_functorch._aot_autograd.utils` from 2.13.0: `DROPPED_IMPORTS`, upstream's lint refuses an unused one) "
+    "and state only where a patch makes it dead (`callback_set` of the stack-trace hooks, with its re-export "
+    "from `torch._functorch.aot_autograd`: `DROPPED_STATE`)",
     "none (the series' own helpers)", "the patches listed with each name", NEVER,
     lambda d: ((d.what == "module name added" and (d.key in LOCAL_PRIVATE_NAMES or d.key in LOCAL_MODULE_IMPORTS))
-               or (d.what == "module name removed" and d.key in DROPPED_IMPORTS)), "(module surface)"))
+               or (d.what == "module name removed" and (d.key in DROPPED_IMPORTS or d.key in DROPPED_STATE))),
+    "(module surface)"))
 
 
 # Modules a series creates: a module the release does not have, importable on the patched torch only. Nothing

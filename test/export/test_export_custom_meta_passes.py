@@ -106,10 +106,12 @@ class RunDecompositionsKeepsCustomTests(TestCase):
             x.meta["custom"], out.meta["custom"] = {"name": ["x"]}, {"name": "output"}
             decomposed = {n.name: n for n in ep.run_decompositions().graph.nodes}
             for old in (x, out):
-                new = decomposed[old.name].meta["custom"]
-                self.assertEqual(new, old.meta["custom"])
-                self.assertIsNot(new, old.meta["custom"])
+                self.assertEqual(decomposed[old.name].meta["custom"], old.meta["custom"])
             self.assertIs(decomposed["x"].meta["custom"]["name"], x.meta["custom"]["name"])  # values shared
+            # a pass writing a key on the decomposed program leaves the old program's as they were
+            for name in ("x", "output"):
+                decomposed[name].meta["custom"]["pass"] = 1
+            self.assertEqual((x.meta["custom"], out.meta["custom"]), ({"name": ["x"]}, {"name": "output"}))
 
 
 class ReExportTests(TestCase):

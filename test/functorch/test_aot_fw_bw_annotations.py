@@ -670,8 +670,13 @@ class TestSeqNrRecordingThreads(AnnotationTestCase):
         self.assertEqual(scatter.meta.get("custom"), {"module_fqn": "loss"})
 
     def test_graph_traced_in_another_thread_while_this_one_waits(self):
+        """Each graph's in-place op's backward carries its own program's region. The programs annotate
+        distinct keys, to show what crosses over: current_meta is one for the process (as on the release and
+        upstream), so the other thread's nodes also carry this thread's open block ("outer"); nothing of the
+        other thread's ("nested") reaches this thread's graphs."""
+
         def nested(x, w):
-            with annotate({"region": "nested"}):
+            with annotate({"nested": 1}):
                 y = x.clone()
                 with annotate({"region": "scale"}):
                     y[1:].mul_(w)
@@ -683,7 +688,7 @@ class TestSeqNrRecordingThreads(AnnotationTestCase):
             nested_graphs.append(record(nested, torch.randn(4, 3, requires_grad=True), torch.randn(3, 3)))
 
         def f(x, w):
-            with annotate({"region": "outer"}):
+            with annotate({"outer": 1}):
                 if get_proxy_mode() is not None:  # the joint graph's trace, not the metadata pass before it
                     worker = threading.Thread(target=trace_nested)
                     worker.start()
@@ -697,6 +702,15 @@ class TestSeqNrRecordingThreads(AnnotationTestCase):
         self.check_inplace_regions(fw, bw, {"aten.mul.Tensor": ("scale", "aten.mul.Tensor")})
         ((nested_fw, nested_bw),) = nested_graphs
         self.check_inplace_regions(nested_fw, nested_bw, {"aten.mul.Tensor": ("scale", "aten.mul.Tensor")})
+        customs = {g: [n.meta.get("custom") for _, n in call_function_nodes(gm)]
+                   for g, gm in (("fw", fw), ("bw", bw), ("nested_fw", nested_fw), ("nested_bw", nested_bw))}
+        leaked = {"outer": 1}  # this thread's open block, current process-wide
+        for g in ("nested_fw", "nested_bw"):
+            self.assertIn({**leaked, "nested": 1, "region": "scale"}, customs[g], g)
+            self.assertTrue(all(c and c.items() >= {**leaked, "nested": 1}.items() for c in customs[g]), g)
+        self.assertIn({"outer": 1}, customs["fw"])  # x + 5
+        for g in ("fw", "bw"):
+            self.assertFalse(any(c and "nested" in c for c in customs[g]), g)
 
 
 class TestFunctionInsideFunction(AnnotationTestCase):

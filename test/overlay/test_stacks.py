@@ -12,7 +12,7 @@ import pytest
 
 from torch_overlay.errors import OverlayError
 from torch_overlay.series import default_patches_root, load_series, supported_versions
-from torch_overlay.stacks import declared_stack, stack_of, stacks, stacks_through
+from torch_overlay.stacks import GHSTACK_HEADER, declared_stack, ghstack_block, stack_of, stacks
 
 RELEASE = "9.9.0"
 
@@ -55,11 +55,22 @@ def test_a_stack_is_read_in_order_and_a_patch_without_one_sits_on_nothing(tmp_pa
     series = load_series(RELEASE, root)
     assert {n: [p.fields["Patch-Name"] for p in s] for n, s in stacks(series).items()} == {
         "a": [], "b": ["a"], "c": ["a", "b"], "d": []}
-    # the largest stacks a patch is part of, as its pull-request body lists them
+    # the one stack a pull-request body opens with: its own Stack line and itself, then the patches above it
     by_name = {p.fields["Patch-Name"]: p for p in series.patches}
-    names = [[p.fields["Patch-Name"] for p in s] for s in stacks_through(series, by_name["a"])]
-    assert names == [["a", "b", "c"]]
-    assert [[p.fields["Patch-Name"] for p in s] for s in stacks_through(series, by_name["d"])] == [["d"]]
+    assert ghstack_block(series, by_name["c"]) == f"{GHSTACK_HEADER}\n* __->__ c\n* b\n* a"
+    assert ghstack_block(series, by_name["b"]) == (
+        f"{GHSTACK_HEADER}\n* __->__ b\n* a\n\nPull requests stacked on this one: c.")
+    assert ghstack_block(series, by_name["a"]) == (
+        f"{GHSTACK_HEADER}\n* __->__ a\n\nPull requests stacked on this one: b, c.")
+    assert ghstack_block(series, by_name["d"]) == ""
+
+
+def test_a_patch_on_nothing_lists_nothing_below_it_though_a_stack_above_holds_more(tmp_path):
+    # b sits on nothing; c sits on a and b: b's body lists no a below it
+    series = load_series(RELEASE, write_series(tmp_path, {"a": None, "b": None, "c": "a, b"}))
+    by_name = {p.fields["Patch-Name"]: p for p in series.patches}
+    assert ghstack_block(series, by_name["b"]) == (
+        f"{GHSTACK_HEADER}\n* __->__ b\n\nPull requests stacked on this one: c.")
 
 
 def test_an_unknown_name_is_refused(tmp_path):
