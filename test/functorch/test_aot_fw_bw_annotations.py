@@ -578,6 +578,27 @@ def nll_applying_identities(count):
     return NLL
 
 
+def run_in_another_thread(target, *args):
+    """Runs target(*args) in a thread of its own and waits for it. An exception there is raised here, and a
+    thread still running after a minute fails the caller: a worker that died before its annotate() block
+    would otherwise leave a thread test passing without having run what it tests."""
+    errors = []
+
+    def run():
+        try:
+            target(*args)
+        except BaseException as e:  # handed to the caller's thread
+            errors.append(e)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(timeout=60)
+    if worker.is_alive():
+        raise AssertionError(f"{target.__name__} still runs in its thread after 60 s")
+    if errors:
+        raise errors[0]
+
+
 class TestSeqNrRecordingThreads(AnnotationTestCase):
     """The seq_nr -> annotation recordings are per thread (local-bw-seq-nr-ranges), as autograd's numbering is.
     Two joint graphs are not traced in two threads at the same moment (make_fx's and preserve_node_meta's state
@@ -605,9 +626,7 @@ class TestSeqNrRecordingThreads(AnnotationTestCase):
 
         def f(x, w):
             y = x.clone()
-            worker = threading.Thread(target=annotate_in_another_thread, args=(_get_sequence_nr(),))
-            worker.start()
-            worker.join()
+            run_in_another_thread(annotate_in_another_thread, _get_sequence_nr())
             with annotate({"region": "scale"}):
                 y[1:].mul_(w)
             return y.cos()
@@ -627,9 +646,7 @@ class TestSeqNrRecordingThreads(AnnotationTestCase):
         def f(x, w):
             y = x.clone()
             with annotate({"region": "scale"}):
-                worker = threading.Thread(target=annotate_in_another_thread)
-                worker.start()
-                worker.join()
+                run_in_another_thread(annotate_in_another_thread)
                 y[1:].mul_(w)
             return y.cos()
 
@@ -660,9 +677,7 @@ class TestSeqNrRecordingThreads(AnnotationTestCase):
         def f(x, target):
             with annotate({"module_fqn": "loss"}):
                 if get_proxy_mode() is not None:  # the joint graph's trace
-                    worker = threading.Thread(target=other_thread_traces, args=(_get_sequence_nr(),))
-                    worker.start()
-                    worker.join()
+                    run_in_another_thread(other_thread_traces, _get_sequence_nr())
                 return nll.apply(torch.log_softmax(x, 1), target)
 
         fw, bw = record(f, torch.randn(3, 5, requires_grad=True), torch.tensor([0, 2, 4]))
@@ -690,9 +705,7 @@ class TestSeqNrRecordingThreads(AnnotationTestCase):
         def f(x, w):
             with annotate({"outer": 1}):
                 if get_proxy_mode() is not None:  # the joint graph's trace, not the metadata pass before it
-                    worker = threading.Thread(target=trace_nested)
-                    worker.start()
-                    worker.join()
+                    run_in_another_thread(trace_nested)
                 y = x + 5
             with annotate({"region": "scale"}):
                 y[1:].mul_(w)
