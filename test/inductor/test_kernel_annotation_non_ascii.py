@@ -1,11 +1,11 @@
 """torch._inductor.config.kernel_annotations and annotations beyond ASCII
 (local-inductor-kernel-annotations, beyond upstream).
 
-The Chrome trace writer of recent releases (2.9.1, 2.13.0) writes an event
-name that holds a character beyond ASCII as "unknown", so a scope's name
-writes such a character as its JSON escape (the backslash as "/"), in keys
-and values alike: the trace and the profiler events then name the region
-with the same text on every release."""
+The Chrome trace writer of recent releases (2.8.0, 2.9.1, 2.13.0; not
+2.5.1) writes an event name that holds a character beyond ASCII as "unknown",
+so a scope's name writes such a character as its JSON escape (the backslash
+as "/"), in keys and values alike: the trace and the profiler events then
+name the region with the same text on every release."""
 import json
 import os
 import tempfile
