@@ -35,6 +35,7 @@ EXPORT_NONSTRICT_META = "test/export/test_export_nonstrict_meta.py"
 DYNAMIC = "test/dynamo/test_no_annotation_meta.py"
 OUTPUT_VIEWS = "test/functorch/test_aot_output_view_replay.py"
 EAGER_SCOPES = "test/inductor/test_eager_annotation_scopes.py"
+KERNEL_CACHE = "test/inductor/test_kernel_annotation_cache.py"
 STALE_VIEWS = "test/export/test_export_stale_views.py"
 
 
@@ -186,6 +187,10 @@ MUTATIONS = [
               # 2.10.0+, upstream's regional_inductor
               "add_eager_scopes(gm, runs_compiled=_needs_inductor_compile)\n"),
              ("add_eager_scopes(gm)\n", "add_eager_scopes(gm)\n"), [EAGER_SCOPES]),
+    Mutation("kernel annotations: the cache keys leave the annotations out",
+             "torch/_inductor/codecache.py",
+             "        if kernel_annotations is not None:\n            self.kernel_annotations = kernel_annotations\n",
+             "        if False:\n            self.kernel_annotations = kernel_annotations\n", [KERNEL_CACHE]),
 ]
 
 
