@@ -182,6 +182,8 @@ class TestKernelAnnotations(TestCase):
             ({"say": 'a "b" \\ c'}, "say='a /'b/' // c'"),
             ({'k"\\': 1}, "k'/=1"),
             ({"tab\tkey": 1}, "tab/tkey=1"),
+            # beyond ASCII: as it is, in keys and values alike
+            ({"région": "café"}, "région='café'"),
         ]
         for custom, expected in cases:
             self.assertEqual(scope_label(custom), expected)
