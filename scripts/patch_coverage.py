@@ -114,7 +114,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     **{("torch/_inductor/kernel_annotations.py", name): _KERNEL_ANNOTATIONS_ON for name in (
         "annotation_json", "annotated_origins", "_graph_order", "annotations", "scope_name", "scope_label",
         "_key_text", "_value_text", "_GraphFacts.__init__", "_facts", "_ScopeEnter.__init__", "_ScopeEnter.codegen",
-        "_ScopeExit.__init__", "_ScopeExit.codegen", "_origins_of")},
+        "_ScopeExit.__init__", "_ScopeExit.codegen", "_origins_of", "_annotated")},
     **{("torch/_inductor/eager_annotation_scopes.py", name): _KERNEL_ANNOTATIONS_ON_EAGER for name in (
         "add_eager_scopes", "_scope_name", "_is_backward", "_does_no_work")},
     # The call sites of Triton kernels (the same kernel_call as the C++ kernels' flush, which the corpus reaches):
