@@ -357,15 +357,17 @@ def _names_of_module(module: str) -> Callable:
 
 # The series' own new module (beyond upstream, issue 34): the kernel_annotations option's comments and profiler
 # scopes. Inductor's code generation imports it; with the option off (the default) it writes nothing, and the
-# option is left out of the FX graph cache key (compile_inductor_output_code compares the output code and the
-# profiler events of an unannotated step text for text).
+# cache keys hold nothing more than the option's value, hashed as any Inductor option (with it on they also hash
+# the graph's annotations); compile_inductor_output_code compares the output code and the profiler events of an
+# unannotated step text for text.
 KERNEL_ANNOTATIONS_MODULE = "torch._inductor.kernel_annotations"
 
 DOCUMENTED.append(Documented(
     "kernel annotations module", "`torch._inductor.kernel_annotations` (the comments and profiler scopes of the "
     "option `torch._inductor.config.kernel_annotations`, off by default) can be imported, and Inductor imports it "
-    "when it generates code; with the option off it writes nothing: the output code, kernel names, profiler events "
-    "and FX graph cache key are the release's",
+    "when it generates code; with the option off it writes nothing: the output code, kernel names and profiler "
+    "events are the release's, and the FX graph and AOTAutograd cache keys hold nothing more than the option's "
+    "value",
     "none (local)", "local-inductor-kernel-annotations", NEVER, _names_of_module(KERNEL_ANNOTATIONS_MODULE),
     "(module surface)"))
 

@@ -7,7 +7,6 @@ scope; with it off (the default) the output code and the kernel names are the
 release's, and an FX graph cache entry made with it off is found again with it
 off. Upstream (through 2.15) names no region in the output code or in the
 profiler events of a compiled step."""
-import contextlib
 import json
 import os
 import re
@@ -24,6 +23,8 @@ from torch._inductor import config as inductor_config
 from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
 from torch.testing._internal.common_utils import TestCase, run_tests
 
+from annotated_block import AnnotatedBlock
+
 REGIONS = ({"region": "attention"}, {"region": "mlp"})
 
 
@@ -39,29 +40,11 @@ def scope(custom, backward=False):
     return SCOPES[custom["region"]] + suffix
 
 
-class TwoRegions(torch.nn.Module):
-    """A transformer-like block: an attention-like softmax and an MLP, one
-    region each."""
-
-    def __init__(self, annotated=True):
-        super().__init__()
-        self.annotated = annotated
-        self.q = torch.nn.Linear(16, 16)
-        self.k = torch.nn.Linear(16, 16)
-        self.up = torch.nn.Linear(16, 32)
-        self.down = torch.nn.Linear(32, 16)
-
-    def region(self, custom):
-        if self.annotated:
-            return fx_traceback.annotate(custom)
-        return contextlib.nullcontext()
-
-    def forward(self, x):
-        with self.region(REGIONS[0]):
-            scores = self.q(x) @ self.k(x).transpose(-1, -2) * 0.25
-            probs = torch.softmax(scores, dim=-1) @ x
-        with self.region(REGIONS[1]):
-            return self.down(torch.relu(self.up(probs)))
+def two_regions(annotated=True):
+    """The block of test/annotated_block.py in two regions: "attention" (its scale and
+    softmax parts) and "mlp"."""
+    regions = {"scale": REGIONS[0], "attention": REGIONS[0], "mlp": REGIONS[1]}
+    return AnnotatedBlock(regions, annotated)
 
 
 def compile_step(model, **config):
@@ -98,11 +81,11 @@ class TestKernelAnnotations(TestCase):
         # Three compiled training steps for every test (C++ builds are slow on CI).
         super().setUpClass()
         cls.on_code, cls.on_events, cls.on_trace = compile_step(
-            TwoRegions(), kernel_annotations=True
+            two_regions(), kernel_annotations=True
         )
-        cls.off_code, cls.off_events, _ = compile_step(TwoRegions())
+        cls.off_code, cls.off_events, _ = compile_step(two_regions())
         cls.unannotated_code, cls.unannotated_events, _ = compile_step(
-            TwoRegions(annotated=False), kernel_annotations=True
+            two_regions(annotated=False), kernel_annotations=True
         )
 
     def test_flag_is_off_by_default_and_read_from_the_environment(self):
@@ -182,6 +165,8 @@ class TestKernelAnnotations(TestCase):
             ({"say": 'a "b" \\ c'}, "say='a /'b/' // c'"),
             ({'k"\\': 1}, "k'/=1"),
             ({"tab\tkey": 1}, "tab/tkey=1"),
+            # beyond ASCII: as it is, in keys and values alike
+            ({"région": "café"}, "région='café'"),
         ]
         for custom, expected in cases:
             self.assertEqual(scope_label(custom), expected)

@@ -4,40 +4,19 @@ inserts take custom, seq_nr and autograd_backward from the match's output node.
 Upstream (through 2.15) traces the replacement apart from the user's program and
 leaves its nodes without custom: the softmax rewrite's amax, sub and mul drop out
 of the annotated region in the post-grad graphs."""
-import contextlib
-
 import torch
 import torch._dynamo
-import torch.fx.traceback as fx_traceback
 from torch._inductor import config as inductor_config
 from torch._inductor.utils import fresh_inductor_cache
 from torch.testing._internal.common_utils import TestCase, run_tests
 
+from annotated_block import AnnotatedBlock
 
-class TwoRegions(torch.nn.Module):
-    """An attention-like softmax and an MLP, each in a region of its own. The
-    input needs no gradient, so no gradient is accumulated across regions."""
 
-    def __init__(self, annotated=True):
-        super().__init__()
-        self.annotated = annotated
-        self.q = torch.nn.Linear(16, 16)
-        self.k = torch.nn.Linear(16, 16)
-        self.up = torch.nn.Linear(16, 32)
-        self.down = torch.nn.Linear(32, 16)
-
-    def region(self, name):
-        if self.annotated:
-            return fx_traceback.annotate({"region": name})
-        return contextlib.nullcontext()
-
-    def forward(self, x):
-        with self.region("scale"):
-            scores = self.q(x) @ self.k(x).transpose(-1, -2) * 0.25
-        with self.region("attention"):
-            probs = torch.softmax(scores, dim=-1) @ x
-        with self.region("mlp"):
-            return self.down(torch.relu(self.up(probs)))
+def three_regions(annotated=True):
+    """The block of test/annotated_block.py, each of its parts a region of its own. The input needs no
+    gradient, so no gradient is accumulated across regions."""
+    return AnnotatedBlock({part: {"region": part} for part in ("scale", "attention", "mlp")}, annotated)
 
 
 class TestReplacementAnnotations(TestCase):
@@ -47,8 +26,8 @@ class TestReplacementAnnotations(TestCase):
     def setUpClass(cls):
         # One training step per model, compiled once for every test (C++ builds are slow on CI).
         super().setUpClass()
-        cls.annotated = cls.post_grad_nodes(TwoRegions())
-        cls.unannotated = cls.post_grad_nodes(TwoRegions(annotated=False))
+        cls.annotated = cls.post_grad_nodes(three_regions())
+        cls.unannotated = cls.post_grad_nodes(three_regions(annotated=False))
 
     @classmethod
     def post_grad_nodes(cls, model):

@@ -36,6 +36,7 @@ LABELS = [
     ({'k"\\': 1}, "k'/=1"),
     ({"tab\tkey": 1}, "tab/tkey=1"),
     ({"nested": {(1, 2): "t"}}, "nested='{(1, 2): 't'}'"),  # a key JSON cannot hold: the value's repr
+    ({"région": "café", "n": ["é"]}, "n=['é'], région='café'"),  # beyond ASCII: as it is, keys and values alike
 ]
 
 

@@ -53,7 +53,8 @@ FLAG_ENV = "TORCHINDUCTOR_KERNEL_ANNOTATIONS"
 def scope_label(custom: dict) -> str:
     """The text that names ``custom`` in a scope, after "annotation ": its items as ``key=value`` in the order of
     the keys' text, each value its JSON (``repr`` for what JSON cannot hold), every ``"`` written ``'`` and every
-    backslash ``/``, a key's control characters as JSON escapes; ``{}`` for an empty annotation."""
+    backslash ``/``, a key's control characters as JSON escapes, characters beyond ASCII as they are (keys and
+    values alike); ``{}`` for an empty annotation."""
     if not custom:
         return "{}"
     items = sorted(custom.items(), key=lambda item: str(item[0]))
@@ -67,9 +68,9 @@ def _key_text(key) -> str:
 
 def _value_text(value) -> str:
     try:
-        return json.dumps(value, sort_keys=True, default=repr)
+        return json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
     except (TypeError, ValueError):  # a dict inside whose keys JSON cannot sort or hold, a value that holds itself
-        return json.dumps(repr(value))
+        return json.dumps(repr(value), ensure_ascii=False)
 
 
 def parse_scope_name(name: str) -> Optional[tuple]:
