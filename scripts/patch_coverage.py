@@ -109,6 +109,8 @@ ALLOWED: dict[tuple[str, str], str] = {
         _ANNOTATED_BODY,
     ("torch/_higher_order_ops/utils.py",
      "_maybe_run_with_interpreter.<locals>._AnnotatingInterpreter.run_node"): _ANNOTATED_BODY,
+    # 2.15.0: a module-level class, used only while exporting
+    ("torch/_higher_order_ops/utils.py", "_AnnotatingInterpreter.run_node"): _ANNOTATED_BODY,
     ("torch/fx/traceback.py", "_ActiveAnnotateBlocks.__init__"):
         "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",
     **{("torch/_inductor/kernel_annotations.py", name): _KERNEL_ANNOTATIONS_ON for name in (

@@ -236,7 +236,10 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._note_current_annotation": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._record_seq_nr_annotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
-    "torch._dynamo.eval_frame._DISABLE_ANNOTATION_KEYS": ("local-export-nonstrict-custom",),  # 2.10.0+
+    # the keys torch._dynamo.disable's wrapper writes while exporting (2.10.0+), Dynamo writes them from there
+    "torch.fx.traceback._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),
+    "torch.fx.traceback._user_annotation_entered_in_trace": ("local-export-nonstrict-custom",),
+    "torch._higher_order_ops.utils._AnnotatingInterpreter": ("local-export-nonstrict-custom",),
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),

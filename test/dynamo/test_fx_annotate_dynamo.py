@@ -670,6 +670,22 @@ add|""")
         self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
                           for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
 
+    def test_changed_int_in_the_closure_cell_stays_a_constant(self):
+        # the compiled function's own closure cell, as an item of its closure dict: not one of its inputs
+        stage = 0
+
+        def f(x):
+            with fx_traceback.annotate({"stage": stage}):
+                return x.cos()
+
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap, fullgraph=True)
+        for value in (0, 1, 2):
+            stage = value
+            compiled(torch.randn(4))
+        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
+                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+
 
 @requires_oracle
 class AnnotateDynamoOracleTests(TestCase):
