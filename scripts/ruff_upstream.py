@@ -7,6 +7,11 @@ F401, is reported on the release's line: the pull request drops the import). Lin
 columns (its ruff `line-length`, the width its formatter holds torch/ code to), for the lines the series adds;
 the release's own longer lines are left alone. The files a series adds (its tests under test/) must have no
 finding at all.
+
+`ruff format` (upstream's PYFMT lint) is checked as upstream applies it: a file the series adds must come out of
+the formatter unchanged, and so must a changed file whose release version does (a release file the formatter
+would rewrite is one upstream does not format; it is left alone). A line lint accepts can still be one the
+formatter joins or splits: a signature that fits in 88 columns, a missing blank line before `if __name__`.
   usage: .venv/bin/python scripts/ruff_upstream.py [--release R]   (default 2.15.0; needs ruff: pip install ruff)
 Exit status 0 when the series adds no finding, 1 otherwise (each one printed, with its line).
 """
@@ -35,10 +40,7 @@ Finding = tuple[int, str, str]  # (line, rule, message)
 
 def ruff_findings(root: Path, files: list[str]) -> dict[str, list[Finding]]:
     """File -> the findings ruff reports in it."""
-    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
-    if ruff is None:
-        sys.exit("ruff is not installed: .venv/bin/pip install ruff")
-    proc = subprocess.run([ruff, "check", "--config", str(CONFIG), "--output-format", "json", "--no-cache",
+    proc = subprocess.run([ruff_binary(), "check", "--config", str(CONFIG), "--output-format", "json", "--no-cache",
                            *files], cwd=root, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         sys.exit(f"ruff failed ({proc.returncode}):\n{proc.stderr}")
@@ -47,6 +49,32 @@ def ruff_findings(root: Path, files: list[str]) -> dict[str, list[Finding]]:
         path = Path(item["filename"]).resolve().relative_to(root.resolve()).as_posix()
         findings[path].append((item["location"]["row"], item["code"], item["message"]))
     return findings
+
+
+def ruff_binary() -> str:
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        sys.exit("ruff is not installed: .venv/bin/pip install ruff")
+    return ruff
+
+
+def format_rewrites(root: Path, files: list[str]) -> dict[str, str]:
+    """File -> the diff ``ruff format`` would make to it, for the files it would rewrite."""
+    if not files:
+        return {}
+    proc = subprocess.run([ruff_binary(), "format", "--config", str(CONFIG), "--no-cache", "--diff", *files],
+                          cwd=root, capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        sys.exit(f"ruff format failed ({proc.returncode}):\n{proc.stderr}")
+    rewrites: dict[str, list[str]] = {}
+    current = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("--- "):
+            current = Path(line[4:].split("\t")[0]).as_posix()
+            current = next((f for f in files if current.endswith(f)), current)
+        if current is not None:
+            rewrites.setdefault(current, []).append(line)
+    return {path: "\n".join(lines) for path, lines in rewrites.items()}
 
 
 def added_lines(before: str, after: str) -> set[int]:
@@ -94,6 +122,8 @@ def new_findings(release: str, wheel: Path) -> list[str]:
             subprocess.run(["git", "apply", "--include=test/*", str(patch.path)], cwd=after_root, check=True)
         tests = sorted(series.tests)
         after = ruff_findings(after_root, changed + added + tests)
+        formatted_by_upstream = set(changed) - set(format_rewrites(Path(tmp) / "pristine", changed))
+        rewrites = format_rewrites(after_root, sorted(formatted_by_upstream) + added + tests)
     problems = []
     for path in changed + added + tests:
         if path in changed:
@@ -102,6 +132,8 @@ def new_findings(release: str, wheel: Path) -> list[str]:
         else:
             found = sorted(after[path])
         problems += [f"{path}:{line}: {code} {message}" for line, code, message in found]
+    for path, diff in sorted(rewrites.items()):
+        problems.append(f"{path}: ruff format would rewrite it:\n{diff}")
     return problems
 
 
