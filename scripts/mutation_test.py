@@ -163,10 +163,11 @@ MUTATIONS = [
              [STALE_VIEWS]),
     Mutation("non-strict export records no custom without preserve_node_meta()",
              "torch/fx/experimental/proxy_tensor.py",
-             ("            if fx_traceback._annotation_entered_in_trace(node) is None:\n",
-              # 2.15.0: the rule returns what to record
+             # the rule returns what to record; 2.5.1-2.9.1 store a copy of it
+             ("            if custom is not None:\n                node.meta[\"custom\"] = dict(custom)\n",
               "            if custom is not None:\n                node.meta[\"custom\"] = custom\n"),
-             ("            if True:\n", "            if custom is not None:\n                pass\n"),
+             ("            if custom is not None:\n                pass\n",
+              "            if custom is not None:\n                pass\n"),
              [EXPORT]),
     Mutation("nn_module_stack is the tracer's live module stack",
              "torch/fx/experimental/proxy_tensor.py",

@@ -105,11 +105,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/fx/passes/regional_inductor.py", "_RegionScooper.scoop_regions"):
         "upstream's regional Inductor pass (2.10+), which a program runs only to compile the nodes it annotates "
         "compile_with_inductor (local-regional-inductor-linear-partitions changes its grouping)",
-    ("torch/_higher_order_ops/utils.py", "_maybe_run_with_interpreter.<locals>.graph_with_annotations"):
-        _ANNOTATED_BODY,
-    ("torch/_higher_order_ops/utils.py",
-     "_maybe_run_with_interpreter.<locals>._AnnotatingInterpreter.run_node"): _ANNOTATED_BODY,
-    # 2.15.0: a module-level class, used only while exporting
+    # a module-level class, used only while exporting
     ("torch/_higher_order_ops/utils.py", "_AnnotatingInterpreter.run_node"): _ANNOTATED_BODY,
     ("torch/fx/traceback.py", "_ActiveAnnotateBlocks.__init__"):
         "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",

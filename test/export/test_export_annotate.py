@@ -12,6 +12,7 @@ import inspect
 import io
 import json
 import sys
+import unittest.mock
 from pathlib import Path
 
 import torch
@@ -232,6 +233,78 @@ class ExportAnnotateTests(TestCase):
         self.assertEqual(customs(ep)["aten.linear.default"]["devices"], {"cpu", "meta"})
         with self.assertRaisesRegex(SerializeError, r"Failed to serialize custom metadata for node linear"):
             torch.export.save(ep, io.BytesIO())
+
+    def test_one_cond_call_site_under_two_annotations(self):
+        # The branch graph Dynamo compiles holds the annotation current where it compiled it; the
+        # second call of the same cond, under another annotation, must record its own (review re6)
+        def sin(x):
+            with fx_traceback.annotate({"b": 2}):
+                return x.sin()
+
+        def cos(x):
+            return x.cos()
+
+        class TwoStages(torch.nn.Module):
+            def forward(self, p, x):
+                for i in range(2):
+                    with fx_traceback.annotate({"stage": i}):
+                        x = torch.cond(p, sin, cos, (x,))
+                return x + 1
+
+        def branch_customs(ep):
+            return {(name, n.name): n.meta.get("custom") for name, m in ep.graph_module.named_modules()
+                    if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes if n.op == "call_function"}
+
+        args = (torch.tensor(True), torch.randn(3))
+        torch._dynamo.reset()
+        strict = branch_customs(torch.export.export(TwoStages(), args, strict=True))
+        second_sin = [custom for (name, node), custom in strict.items() if node == "sin" and name != "true_graph_0"]
+        self.assertEqual(second_sin, [{"stage": 1, "b": 2}])
+        torch._dynamo.reset()
+        self.assertEqual(branch_customs(torch.export.export(TwoStages(), args, strict=False)), strict)
+
+    def test_module_block_with_the_callers_own_objects(self):
+        # The module enters the very annotation of the caller's block around export (the same small
+        # int): that is a block of the traced code, recorded as strict export records it (review re6)
+        def ops(strict):
+            torch._dynamo.reset()
+            with fx_traceback.annotate({"stage": 0}):
+                ep = torch.export.export(Annotated({"stage": 0}), (torch.randn(2, 4),), strict=strict)
+            return {n.name: n.meta.get("custom") for n in ep.graph.nodes if n.op == "call_function"}
+
+        non_strict = ops(strict=False)
+        self.assertEqual(non_strict, {"linear": {"stage": 0}, "relu": None})
+        self.assertEqual(ops(strict=True), non_strict)
+
+    def test_plain_make_fx_of_cond_is_unchanged(self):
+        # Outside export, make_fx without preserve_node_meta() records no annotation, in a branch's
+        # block or around the cond, and calls the branch graphs as the release does, with no fx
+        # Interpreter replaying them node by node (review re6)
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        def sin(x):
+            with fx_traceback.annotate({"b": 2}):
+                return x.sin()
+
+        def f(p, x):
+            with fx_traceback.annotate({"a": 1}):
+                return torch.cond(p, sin, torch.cos, (x,))
+
+        replayed = []
+        run_node = torch.fx.Interpreter.run_node
+
+        def counting_run_node(self, n):
+            replayed.append(n.name)
+            return run_node(self, n)
+
+        torch._dynamo.reset()
+        with unittest.mock.patch.object(torch.fx.Interpreter, "run_node", counting_run_node):
+            gm = make_fx(f)(torch.tensor(True), torch.randn(3))
+        self.assertEqual(replayed, [])
+        annotated = [n.meta.get("custom") for m in gm.modules() if isinstance(m, torch.fx.GraphModule)
+                     for n in m.graph.nodes if n.meta.get("custom")]
+        self.assertEqual(annotated, [])
+
 
 def typed(value):
     """``value`` with the type of every container, key and leaf spelled out, so
