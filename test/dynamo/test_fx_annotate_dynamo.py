@@ -7,6 +7,7 @@ No test enters preserve_node_meta(): Dynamo must not need it.
 """
 import enum
 import sys
+import types
 import unittest
 from pathlib import Path
 
@@ -685,6 +686,56 @@ add|""")
             compiled(torch.randn(4))
         self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
                           for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+
+
+    def test_changed_int_in_an_inlined_functions_closure_stays_a_constant(self):
+        # the make_stage(i) factory: the root of the int's source (the compiled function's closure) decides,
+        # not its last link (the inlined function's cell)
+        def make_stage(i):
+            def stage(x):
+                with fx_traceback.annotate({"stage": i}):
+                    return x.cos()
+            return stage
+
+        stage = make_stage(0)
+        cap = Capture()
+        compiled = torch.compile(lambda x: stage(x) + 1, backend=cap, fullgraph=True)
+        for value in (0, 1, 2):
+            stage = make_stage(value)
+            compiled(torch.randn(4))
+        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
+                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+
+    def test_changed_attribute_of_a_closure_object_stays_a_constant(self):
+        cfg = types.SimpleNamespace(stage=0)
+
+        def f(x):
+            with fx_traceback.annotate({"stage": cfg.stage}):
+                return x.cos()
+
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap, fullgraph=True)
+        for value in (0, 1, 2):
+            cfg.stage = value
+            compiled(torch.randn(4))
+        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
+                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+
+    def test_expression_over_a_closure_dict_int_stays_a_constant(self):
+        # d["stage"] + 1 is made only of an int read as its value: it is read as its value too
+        d = {"stage": 0}
+
+        def f(x):
+            with fx_traceback.annotate({"stage": d["stage"] + 1}):
+                return x.cos()
+
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap, fullgraph=True)
+        for value in (0, 1, 2):
+            d["stage"] = value
+            compiled(torch.randn(4))
+        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
+                          for g in cap.dynamo_graphs], [{"stage": 1}, {"stage": 2}, {"stage": 3}])
 
 
 @requires_oracle
