@@ -53,7 +53,7 @@ _KERNEL_ANNOTATIONS_ON = ("runs only with torch._inductor.config.kernel_annotati
                           "pristine release has no such option): kernel_call returns before it when the option "
                           "is off (local-inductor-kernel-annotations)")
 _KERNEL_ANNOTATIONS_ON_EAGER = ("runs only with torch._inductor.config.kernel_annotations on (off by default; the "
-                                "pristine release has no such option): boxed_nop and regional_inductor call it only "
+                                "pristine release has no such option): aot_eager's compiler and regional_inductor call it only "
                                 "then (local-eager-annotation-scopes)")
 _ANNOTATED_BODY = ("runs only for a higher-order op's body graph whose nodes carry custom (an annotate() block "
                    "Dynamo traced in a torch.cond branch), re-traced without preserve_node_meta() "

@@ -197,6 +197,8 @@ DOCUMENTED.append(Documented(
 # that the installed series' patch adds it, and that the series adds no other name: no public helper, no
 # module-level import upstream's module lacks; a helper imports what it needs inside the function).
 LOCAL_PRIVATE_NAMES = {
+    # aot_eager's own compiler: boxed_nop, with the eager scopes of kernel_annotations (not in the shared boxed_nop)
+    "torch._dynamo.backends.debugging._boxed_nop_with_eager_scopes": ("local-eager-annotation-scopes",),
     "torch._dynamo.trace_rules._context_decorator_wrapper_code": ("local-dynamo-context-decorator",),
     "torch._dynamo.variables.ctx_manager._ambient_annotation": ("local-dynamo-ambient-annotation",),
     "torch._dynamo.variables.ctx_manager._ambient_annotation_is": ("local-dynamo-ambient-annotation",),

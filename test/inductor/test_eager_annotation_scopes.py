@@ -12,6 +12,7 @@ import operator
 import torch
 import torch._dynamo
 import torch.fx.traceback as fx_traceback
+from torch._dynamo.backends import debugging
 from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.backends.debugging import boxed_nop
 from torch._dynamo.utils import counters
@@ -138,6 +139,16 @@ def spy(compiler, seen):
     return compile
 
 
+def compile_with(compiler, model, **config):
+    """The graphs ``compiler`` is given as AOTAutograd's forward and backward
+    compiler for a profiled training step of ``model`` (see :func:`spy`)."""
+    seen = []
+    nop = spy(compiler, seen)
+    backend = aot_autograd(fw_compiler=nop, bw_compiler=nop)
+    profile_step(model, backend, **config)
+    return seen
+
+
 class TestAotEagerScopes(TestCase):
     @classmethod
     def setUpClass(cls):
@@ -182,11 +193,9 @@ class TestAotEagerScopes(TestCase):
 
     def test_graphs_change_only_with_the_flag(self):
         def compile_graphs(model, **config):
-            seen = []
-            nop = spy(boxed_nop, seen)
-            backend = aot_autograd(fw_compiler=nop, bw_compiler=nop)
-            profile_step(model, backend, **config)
-            return seen
+            # aot_eager's own compiler
+            nop = debugging._boxed_nop_with_eager_scopes
+            return compile_with(nop, model, **config)
 
         # Off: the compiler runs the graphs AOTAutograd hands it, untouched.
         for before, after, scoped, _ in compile_graphs(make()):
@@ -207,6 +216,17 @@ class TestAotEagerScopes(TestCase):
             self.assertEqual(len(scoped) % 2, 0)
             # the scope nodes carry no annotation of their own
             self.assertFalse(any(n.meta.get("custom") for n in scoped))
+
+    def test_shared_boxed_nop_adds_no_scope(self):
+        # boxed_nop is shared: cudagraphs and regional_inductor_invoke_subgraph
+        # (where there is one) call it on graphs whose calls Inductor compiled,
+        # whose kernels have scopes of their own. Only aot_eager's compiler
+        # adds scopes, so a compiled call gets no eager scope around them.
+        seen = compile_with(boxed_nop, make(), kernel_annotations=True)
+        self.assertEqual(len(seen), 2)
+        for before, after, scoped, _ in seen:
+            self.assertEqual(after, before)
+            self.assertEqual(scoped, [])
 
 
 class TestRegionalInductorScopes(TestCase):

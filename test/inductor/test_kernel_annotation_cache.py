@@ -19,12 +19,22 @@ from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 
-def layer(index):
+LINEAR = torch.nn.Linear(8, 8)
+
+
+def layer(index, body="functions"):
     """Layer ``index`` of a stack of identical layers: the same code and graph
-    for every index, only the annotation differs."""
+    for every index, only the annotation differs. ``body`` says what the layer
+    calls, and so which nodes of Dynamo's graph carry the annotation:
+    functions (call_function), tensor methods (call_method) or a module
+    (call_module where Dynamo does not inline it)."""
 
     def f(x, w):
         with fx_traceback.annotate({"layer": index}):
+            if body == "methods":
+                return x.mm(w).relu().add(1)
+            if body == "module":
+                return LINEAR(x)
             return torch.relu(x @ w) + 1
 
     return f
@@ -35,7 +45,7 @@ def scopes(prof):
     return sorted({e.name for e in prof.events() if e.name.startswith("annotation ")})
 
 
-def compile_layers(indices, *, train, autograd_cache, flag=True):
+def compile_layers(indices, *, train, autograd_cache, flag=True, body="functions"):
     """Compile and run the layers ``indices`` in turn, in one process, with the
     caches of a fresh cache folder. For each: the cache counters, the
     annotation comments of its output code and the annotation scopes a
@@ -51,7 +61,7 @@ def compile_layers(indices, *, train, autograd_cache, flag=True):
         for index in indices:
             torch._dynamo.reset()
             counters.clear()
-            compiled = torch.compile(layer(index), backend="inductor")
+            compiled = torch.compile(layer(index, body), backend="inductor")
 
             def step():
                 out = compiled(x, w)
@@ -121,6 +131,23 @@ class TestKernelAnnotationCache(TestCase):
         ]
         self.assertEqual([s["scopes"] for s in seen], expected)
 
+    def test_autograd_cache_keys_the_annotation_of_methods_and_modules(self):
+        # The AOTAutograd cache hashes Dynamo's graph, where a tensor method is
+        # a call_method node and a module a call_module node: their annotation
+        # is keyed as a function's is.
+        expected = [
+            [f"annotation layer={i}", f"annotation layer={i} (backward)"]
+            for i in (0, 1, 1)
+        ]
+        for body in ("methods", "module"):
+            seen = compile_layers(
+                [0, 1, 1], train=True, autograd_cache=True, body=body
+            )
+            self.assertEqual(
+                [s["autograd"] for s in seen], [(1, 0), (1, 0), (0, 1)], body
+            )
+            self.assertEqual([s["scopes"] for s in seen], expected, body)
+
     def test_flag_off_layers_share_an_entry(self):
         # Off, the annotation changes nothing Inductor writes: layer 1 finds
         # layer 0's entries, as on the release.
@@ -175,6 +202,16 @@ class TestKernelAnnotationCache(TestCase):
                 self.assertEqual(cache_key_annotations(gm), value)
             values = [cache_key_annotations(gm) for gm in other]
             self.assertEqual(len({value, *values}), len(other) + 1)
+
+            # a call_method node (a tensor method, as Dynamo's graph has it)
+            def methods(custom):
+                gm = torch.fx.symbolic_trace(lambda x: x.sin())
+                _, sin, _ = gm.graph.nodes
+                self.assertEqual(sin.op, "call_method")
+                sin.meta["custom"] = custom
+                return cache_key_annotations(gm)
+
+            self.assertNotEqual(methods({"layer": 0}), methods({"layer": 1}))
 
 
 if __name__ == "__main__":
