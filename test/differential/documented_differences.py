@@ -264,6 +264,9 @@ LOCAL_MODULE_IMPORTS = {
     "torch._dynamo.eval_frame._UNANNOTATED_WHEN_DISABLED": ("local-export-no-internal-keys",),
     "torch._dynamo.eval_frame._unannotated_when_disabled": ("local-export-no-internal-keys",),
     "torch.fx.experimental.proxy_tensor._unannotated_when_disabled": ("local-export-no-internal-keys",),
+    # 2.10.0+: the graph-break helper's return type, with the module's other typing names (reviewer rf3: not
+    # under TYPE_CHECKING)
+    "torch._dynamo.variables.ctx_manager.NoReturn": ("local-dynamo-annotation-constants",),
 }
 
 # Module-level imports a patch leaves unused where it removes the module's last use of them: the pull request
