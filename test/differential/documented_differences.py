@@ -245,6 +245,8 @@ LOCAL_PRIVATE_NAMES = {
     "torch._higher_order_ops.utils._AnnotatingInterpreter": ("local-export-nonstrict-custom",),
     # 2.5.1-2.9.1: while exporting, told by the tracer (2.5.1 has no torch.compiler.is_exporting)
     "torch._higher_order_ops.utils._tracing_for_export": ("local-export-nonstrict-custom",),
+    # 2.5.1-2.9.1: while torch.export traces, told by torch.export._trace's module hierarchy (set by export only)
+    "torch.fx.experimental.proxy_tensor._torch_export_tracing": ("local-export-nonstrict-custom",),
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),

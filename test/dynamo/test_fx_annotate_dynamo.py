@@ -655,6 +655,31 @@ add|""")
         self.assertEqual(seen[0][2], 1)
         self.assert_tracing_state_clean()
 
+    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 specializes every symbolic int")
+    def test_an_int_argument_captured_by_a_nested_function_is_a_graph_break(self):
+        # an argument a nested function captures is a cell of the frame (its source is the cell's contents)
+        # but still one of its inputs: a graph break naming the key, not a graph per value (rf4)
+        from torch._dynamo.utils import counters
+
+        def f(x, k):
+            with fx_traceback.annotate({"n": k}):
+                y = x.sin()
+            return y + (lambda: k)()
+
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(f, backend="eager")
+        for k in (1, 2, 3):
+            x = torch.randn(4)
+            self.assertEqual(compiled(x, k), f(x, k))
+        self.assertEqual(len([b for b in counters["graph_break"] if "['n']" in b]), 1)
+        torch._dynamo.reset()
+        compiled = torch.compile(f, backend="eager", fullgraph=True)
+        compiled(torch.randn(4), 1)
+        with self.assertRaisesRegex(torch._dynamo.exc.Unsupported, r"value at \['n'\] is a symbolic int"):
+            compiled(torch.randn(4), 2)
+        self.assert_tracing_state_clean()
+
     def test_changed_int_in_a_closure_dict_stays_a_constant(self):
         # the compiled function's own closure is not one of its inputs: its changed int is read as its value
         d = {"stage": 0}

@@ -276,6 +276,36 @@ class ExportAnnotateTests(TestCase):
         self.assertEqual(non_strict, {"linear": {"stage": 0}, "relu": None})
         self.assertEqual(ops(strict=True), non_strict)
 
+    def test_aot_export_module_records_no_custom(self):
+        # Outside export, aot_export_module traces with the _ModuleStackTracer export uses, without
+        # preserve_node_meta(): it records no annotation, as the release records none, in the module's
+        # block or in a cond branch's (review rf4)
+        from torch._functorch.aot_autograd import aot_export_module
+
+        class C(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(3, 3)
+
+            def forward(self, p, x):
+                def sin(x):
+                    with fx_traceback.annotate({"b": 2}):
+                        return x.sin()
+
+                with fx_traceback.annotate({"a": 1}):
+                    y = torch.cond(p, sin, torch.cos, (self.lin(x),))
+                return (y + 1,)
+
+        args = (torch.tensor(True), torch.randn(2, 3))
+        for pre_dispatch in (False, True):
+            with self.subTest(pre_dispatch=pre_dispatch):
+                torch._dynamo.reset()
+                gm, _ = aot_export_module(C(), args, trace_joint=False, pre_dispatch=pre_dispatch)
+                ops = [n for m in gm.modules() if isinstance(m, torch.fx.GraphModule)
+                       for n in m.graph.nodes if n.op == "call_function"]
+                self.assertNotEqual(ops, [])
+                self.assertEqual([(n.name, n.meta["custom"]) for n in ops if "custom" in n.meta], [])
+
     def test_plain_make_fx_of_cond_is_unchanged(self):
         # Outside export, make_fx without preserve_node_meta() records no annotation, in a branch's
         # block or around the cond, and calls the branch graphs as the release does, with no fx
