@@ -680,6 +680,16 @@ add|""")
             compiled(torch.randn(4), 2)
         self.assert_tracing_state_clean()
 
+    def cos_customs_per_value(self, f, set_value, values=(0, 1, 2)):
+        """Compile f (fullgraph), call it once after each set_value(v), and return the custom of the cos of each
+        graph Dynamo made."""
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap, fullgraph=True)
+        for value in values:
+            set_value(value)
+            compiled(torch.randn(4))
+        return [g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"] for g in cap.dynamo_graphs]
+
     def test_changed_int_in_a_closure_dict_stays_a_constant(self):
         # the compiled function's own closure is not one of its inputs: its changed int is read as its value
         d = {"stage": 0}
@@ -688,13 +698,8 @@ add|""")
             with fx_traceback.annotate({"stage": d["stage"]}):
                 return x.cos()
 
-        cap = Capture()
-        compiled = torch.compile(f, backend=cap, fullgraph=True)
-        for stage in (0, 1, 2):
-            d["stage"] = stage
-            compiled(torch.randn(4))
-        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
-                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+        self.assertEqual(self.cos_customs_per_value(f, lambda v: d.update(stage=v)),
+                         [{"stage": 0}, {"stage": 1}, {"stage": 2}])
 
     def test_changed_int_in_the_closure_cell_stays_a_constant(self):
         # the compiled function's own closure cell, as an item of its closure dict: not one of its inputs
@@ -704,14 +709,11 @@ add|""")
             with fx_traceback.annotate({"stage": stage}):
                 return x.cos()
 
-        cap = Capture()
-        compiled = torch.compile(f, backend=cap, fullgraph=True)
-        for value in (0, 1, 2):
+        def set_stage(value):
+            nonlocal stage
             stage = value
-            compiled(torch.randn(4))
-        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
-                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
 
+        self.assertEqual(self.cos_customs_per_value(f, set_stage), [{"stage": 0}, {"stage": 1}, {"stage": 2}])
 
     def test_changed_int_in_an_inlined_functions_closure_stays_a_constant(self):
         # the make_stage(i) factory: the root of the int's source (the compiled function's closure) decides,
@@ -723,13 +725,13 @@ add|""")
             return stage
 
         stage = make_stage(0)
-        cap = Capture()
-        compiled = torch.compile(lambda x: stage(x) + 1, backend=cap, fullgraph=True)
-        for value in (0, 1, 2):
+
+        def set_stage(value):
+            nonlocal stage
             stage = make_stage(value)
-            compiled(torch.randn(4))
-        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
-                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+
+        self.assertEqual(self.cos_customs_per_value(lambda x: stage(x) + 1, set_stage),
+                         [{"stage": 0}, {"stage": 1}, {"stage": 2}])
 
     def test_changed_attribute_of_a_closure_object_stays_a_constant(self):
         cfg = types.SimpleNamespace(stage=0)
@@ -738,13 +740,8 @@ add|""")
             with fx_traceback.annotate({"stage": cfg.stage}):
                 return x.cos()
 
-        cap = Capture()
-        compiled = torch.compile(f, backend=cap, fullgraph=True)
-        for value in (0, 1, 2):
-            cfg.stage = value
-            compiled(torch.randn(4))
-        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
-                          for g in cap.dynamo_graphs], [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+        self.assertEqual(self.cos_customs_per_value(f, lambda v: setattr(cfg, "stage", v)),
+                         [{"stage": 0}, {"stage": 1}, {"stage": 2}])
 
     def test_expression_over_a_closure_dict_int_stays_a_constant(self):
         # d["stage"] + 1 is made only of an int read as its value: it is read as its value too
@@ -754,13 +751,8 @@ add|""")
             with fx_traceback.annotate({"stage": d["stage"] + 1}):
                 return x.cos()
 
-        cap = Capture()
-        compiled = torch.compile(f, backend=cap, fullgraph=True)
-        for value in (0, 1, 2):
-            d["stage"] = value
-            compiled(torch.randn(4))
-        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
-                          for g in cap.dynamo_graphs], [{"stage": 1}, {"stage": 2}, {"stage": 3}])
+        self.assertEqual(self.cos_customs_per_value(f, lambda v: d.update(stage=v)),
+                         [{"stage": 1}, {"stage": 2}, {"stage": 3}])
 
 
 @requires_oracle
