@@ -276,6 +276,31 @@ class ExportAnnotateTests(TestCase):
         self.assertEqual(non_strict, {"linear": {"stage": 0}, "relu": None})
         self.assertEqual(ops(strict=True), non_strict)
 
+    def test_disabled_function_in_a_block_with_the_callers_own_objects(self):
+        # A limitation from 2.10, where the disable wrapper annotates a disabled function while exporting:
+        # one called inside the module's block that sets the caller's own {"stage": 0} again records nothing
+        # (strict export records the block): what is left of the wrapper's annotation is the caller's, key
+        # for key and object for object (review rf4). Before 2.10 it records the block.
+        @torch._dynamo.disable
+        def scale(x):
+            return x * 2
+
+        class S(torch.nn.Module):
+            def forward(self, x):
+                with fx_traceback.annotate({"stage": 0}):
+                    return scale(x.sin())
+
+        def ops():
+            torch._dynamo.reset()
+            ep = torch.export.export(S(), (torch.randn(2, 4),), strict=False)
+            return {n.name: n.meta.get("custom") for n in ep.graph.nodes if n.op == "call_function"}
+
+        self.assertEqual(ops(), {"sin": {"stage": 0}, "mul": {"stage": 0}})
+        with fx_traceback.annotate({"stage": 0}):
+            in_caller = ops()
+        limited = torch.__version__ >= (2, 10)
+        self.assertEqual(in_caller, {"sin": {"stage": 0}, "mul": None if limited else {"stage": 0}})
+
     def test_aot_export_module_records_no_custom(self):
         # Outside export, aot_export_module traces with the _ModuleStackTracer export uses, without
         # preserve_node_meta(): it records no annotation, as the release records none, in the module's
