@@ -5,6 +5,7 @@ local-dynamo-ambient-annotation, opt-in): Dynamo runs annotate eagerly, so its g
 HOP subgraphs included -- carry node.meta["custom"], which flows into the AOT forward graph.
 No test enters preserve_node_meta(): Dynamo must not need it.
 """
+import collections
 import enum
 import sys
 import types
@@ -253,6 +254,17 @@ add|""")
             torch._dynamo.reset()
             self.assertEqual(cos_customs_as_the_dict_changes("m", changed, first=first),
                              [{"m": changed(s)} for s in (0, 1, 2)])
+
+    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 reads a nested dict, not an OrderedDict")
+    def test_nested_ordered_dict_of_a_decorator_dict_stays_a_constant(self):
+        # a nested OrderedDict is read as a nested dict is (review rf3), of its own type as in eager
+        def changed(stage):
+            return collections.OrderedDict(stage=stage)
+
+        torch._dynamo.reset()
+        customs = cos_customs_as_the_dict_changes("m", changed, first=changed(0))
+        self.assertEqual(customs, [{"m": changed(s)} for s in (0, 1, 2)])
+        self.assertEqual([type(custom["m"]) for custom in customs], [collections.OrderedDict] * 3)
 
     def test_rebinding_a_decorated_function_recompiles(self):
         # every @annotate(d) wrapper shares contextlib's code object: rebinding the name
