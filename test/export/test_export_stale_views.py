@@ -82,7 +82,8 @@ class Unannotated(torch.nn.Module):
 class TestCallerAnnotationAroundTheExport(TestCase):
     def test_caller_annotation_around_the_export_replays_nothing(self):
         """The caller's eager block is current during the trace, but the traced code annotates nothing: no view
-        is replayed under its node, as on the release."""
+        is replayed under its node, as on the release. A guard: it passes on the release and with the patch, and
+        fails if the replay also ran for the caller's annotation."""
         with fx_traceback.preserve_node_meta(), fx_traceback.annotate({"caller": 0}):
             gm, _ = aot_export_module(Unannotated(), (torch.randn(3, 2),), trace_joint=False, pre_dispatch=True)
         self.assertEqual([n.name for n in gm.graph.nodes if n.meta.get("is_functional_regenerated")], [])
