@@ -217,6 +217,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch._dynamo.variables.ctx_manager._annotation_dict": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._read_from_a_guarded_container": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._rooted_outside_the_inputs": ("local-dynamo-annotation-constants",),
+    "torch._dynamo.variables.ctx_manager._own_closure_names": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._key_path": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._annotation_not_constant": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._annotation_as_dict": ("local-dynamo-annotation-constants",),

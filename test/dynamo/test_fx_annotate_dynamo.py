@@ -692,6 +692,57 @@ add|""")
             compiled(torch.randn(4), 2)
         self.assert_tracing_state_clean()
 
+    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 specializes every symbolic int")
+    def test_an_int_argument_captured_by_a_nested_function_after_a_graph_break_is_a_graph_break(self):
+        # after a graph break Dynamo resumes in a function whose closure holds the captured argument's cell, not
+        # marked as an input there: still one of the frame's inputs, a graph break, not a graph per value (rg1)
+        from torch._dynamo.utils import counters
+
+        def f(x, k):
+            def read_k():
+                return k
+
+            y = x.sin()
+            torch._dynamo.graph_break()
+            with fx_traceback.annotate({"n": k}):
+                z = y.cos()
+            return z + read_k()
+
+        torch._dynamo.reset()
+        counters.clear()
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap)
+        for k in range(1, 7):
+            x = torch.randn(4)
+            self.assertEqual(compiled(x, k), f(x, k))
+        self.assertEqual(len([b for b in counters["graph_break"] if "['n']" in b]), 1)
+        # only the first value, read before k changed and became symbolic
+        self.assertEqual({n.meta["custom"]["n"] for gm in cap.dynamo_graphs for n in gm.graph.nodes
+                          if "custom" in n.meta}, {1})
+        self.assert_tracing_state_clean()
+
+    @unittest.skipUnless(READER_2_10, "from 2.10 local-dynamo-annotation-constants tells a closure cell from an input")
+    def test_changed_int_in_the_closure_cell_after_a_graph_break_stays_a_constant(self):
+        # the resume function's closure also holds the compiled function's own closure cells: read as values
+        stage = 0
+
+        def f(x):
+            y = x.sin()
+            torch._dynamo.graph_break()
+            with fx_traceback.annotate({"stage": stage}):
+                return y.cos()
+
+        torch._dynamo.reset()
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap)
+        for value in (0, 1, 2):
+            stage = value
+            compiled(torch.randn(4))
+        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
+                          for g in cap.dynamo_graphs if g.graph.find_nodes(op="call_method", target="cos")],
+                         [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+        self.assert_tracing_state_clean()
+
     def cos_customs_per_value(self, f, set_value, values=(0, 1, 2)):
         """Compile f (fullgraph), call it once after each set_value(v), and return the custom of the cos of each
         graph Dynamo made."""
