@@ -155,7 +155,6 @@ class TestKernelAnnotations(TestCase):
         cases = [
             ({"ac_region_id": 0}, "ac_region_id=0"),
             ({"stage": "attn", "layer": 3}, "layer=3, stage='attn'"),
-            ({}, "{}"),
             ({"b": None, "a": True, "c": 1.5}, "a=true, b=null, c=1.5"),
             # keys of mixed types, in the order of their text
             ({2: "x", "10": [1, 2]}, "10=[1, 2], 2='x'"),

@@ -27,7 +27,6 @@ KNOWN = {"region='attention'": ATTENTION, "layer=0, region='head'": HEAD}
 LABELS = [
     ({"ac_region_id": 0}, "ac_region_id=0"),
     ({"stage": "attn", "layer": 3}, "layer=3, stage='attn'"),
-    ({}, "{}"),
     ({"b": None, "a": True, "c": 1.5}, "a=true, b=null, c=1.5"),
     ({2: "x", "10": [1, 2]}, "10=[1, 2], 2='x'"),  # keys of mixed types, in the order of their text
     ({"cfg": {"z": 1, "a": "q"}}, "cfg={'a': 'q', 'z': 1}"),

@@ -54,9 +54,7 @@ def scope_label(custom: dict) -> str:
     """The text that names ``custom`` in a scope, after "annotation ": its items as ``key=value`` in the order of
     the keys' text, each value its JSON (``repr`` for what JSON cannot hold), every ``"`` written ``'`` and every
     backslash ``/``, a key's control characters as JSON escapes, characters beyond ASCII as they are (keys and
-    values alike); ``{}`` for an empty annotation."""
-    if not custom:
-        return "{}"
+    values alike)."""
     items = sorted(custom.items(), key=lambda item: str(item[0]))
     text = ", ".join(f"{_key_text(k)}={_value_text(v)}" for k, v in items)
     return text.replace('"', "'").replace("\\", "/")
