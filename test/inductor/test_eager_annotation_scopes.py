@@ -218,10 +218,10 @@ class TestAotEagerScopes(TestCase):
             self.assertFalse(any(n.meta.get("custom") for n in scoped))
 
     def test_shared_boxed_nop_adds_no_scope(self):
-        # boxed_nop is shared: cudagraphs and regional_inductor_invoke_subgraph
-        # (where there is one) call it on graphs whose calls Inductor compiled,
-        # whose kernels have scopes of their own. Only aot_eager's compiler
-        # adds scopes, so a compiled call gets no eager scope around them.
+        # boxed_nop is shared: cudagraphs calls it on graphs whose calls
+        # Inductor compiled, whose kernels have scopes of their own. Only
+        # aot_eager's compiler adds scopes, so a compiled call gets no eager
+        # scope around them.
         seen = compile_with(boxed_nop, make(), kernel_annotations=True)
         self.assertEqual(len(seen), 2)
         for before, after, scoped, _ in seen:
