@@ -8,6 +8,7 @@ are the ones AOTAutograd hands over and no scope is recorded. Upstream (through
 2.15) records no region for these ops."""
 import contextlib
 import operator
+import unittest
 
 import torch
 import torch._dynamo
@@ -300,8 +301,8 @@ class TestAotAutogradCache(TestCase):
             hasattr(torch._dynamo.backends.debugging, "AOTEagerOutputCode")
             and hasattr(functorch_config, "bundled_autograd_cache")
         ):
-            raise cls.skipTest(
-                cls, "this torch's AOTAutogradCache keeps no aot_eager graph"
+            raise unittest.SkipTest(
+                "this torch's AOTAutogradCache keeps no aot_eager graph"
             )
 
     def test_cache_entries_do_not_cross_the_flag(self):
