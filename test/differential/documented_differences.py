@@ -243,6 +243,8 @@ LOCAL_PRIVATE_NAMES = {
     # the keys torch._dynamo.disable's wrapper writes while exporting (2.10.0+), Dynamo writes them from there
     "torch.fx.traceback._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._dynamo_disable_annotation": ("local-export-nonstrict-custom",),
+    "torch.fx.traceback._dynamo_disable_block": ("local-export-nonstrict-custom",),
+    "torch.fx.traceback._outside_disable_blocks": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._user_annotation_entered_in_trace": ("local-export-nonstrict-custom",),
     "torch._higher_order_ops.utils._AnnotatingInterpreter": ("local-export-nonstrict-custom",),
     # 2.5.1-2.9.1: while exporting, told by the tracer (2.5.1 has no torch.compiler.is_exporting)

@@ -7,6 +7,7 @@ save/load write and read custom as the release does (json.dumps / json.loads, up
 format): any value json.dumps takes saves, and comes back as JSON gives it back.
 """
 import collections
+import contextlib
 import enum
 import inspect
 import io
@@ -276,30 +277,91 @@ class ExportAnnotateTests(TestCase):
         self.assertEqual(non_strict, {"linear": {"stage": 0}, "relu": None})
         self.assertEqual(ops(strict=True), non_strict)
 
-    def test_disabled_function_in_a_block_with_the_callers_own_objects(self):
-        # A limitation from 2.10, where the disable wrapper annotates a disabled function while exporting:
-        # one called inside the module's block that sets the caller's own {"stage": 0} again records nothing
-        # (strict export records the block): what is left of the wrapper's annotation is the caller's, key
-        # for key and object for object (review rf4). Before 2.10 it records the block.
-        @torch._dynamo.disable
-        def scale(x):
-            return x * 2
-
-        class S(torch.nn.Module):
-            def forward(self, x):
-                with fx_traceback.annotate({"stage": 0}):
-                    return scale(x.sin())
-
-        def ops():
+    def disabled_ops(self, make_module, caller=None):
+        """{op: custom} of a non-strict export of make_module(torch._dynamo.disable), inside annotate(caller) when
+        given, checked against strict export of make_module(plain): Dynamo refuses to call a disabled function
+        ("Skip calling `torch.compiler.disable()`d function"), so strict export runs the functions undecorated."""
+        def ops(strict):
             torch._dynamo.reset()
-            ep = torch.export.export(S(), (torch.randn(2, 4),), strict=False)
+            wrap = (lambda fn: fn) if strict else torch._dynamo.disable
+            with fx_traceback.annotate(caller) if caller else contextlib.nullcontext():
+                ep = torch.export.export(make_module(wrap), (torch.randn(2, 4),), strict=strict)
             return {n.name: n.meta.get("custom") for n in ep.graph.nodes if n.op == "call_function"}
 
-        self.assertEqual(ops(), {"sin": {"stage": 0}, "mul": {"stage": 0}})
-        with fx_traceback.annotate({"stage": 0}):
-            in_caller = ops()
-        limited = torch.__version__ >= (2, 10)
-        self.assertEqual(in_caller, {"sin": {"stage": 0}, "mul": None if limited else {"stage": 0}})
+        non_strict = ops(strict=False)
+        self.assertEqual(ops(strict=True), non_strict)
+        return non_strict
+
+    def test_disabled_function_in_a_block_with_the_callers_own_objects(self):
+        # The module's block sets the caller's own {"stage": 0} again (the same small int) and calls a disabled
+        # function: its ops record the block, as without the caller's block and as strict export (review rg1;
+        # from 2.10, where the disable wrapper annotates a disabled function while exporting, they recorded nothing)
+        def make_module(wrap):
+            @wrap
+            def scale(x):
+                return x * 2
+
+            class S(torch.nn.Module):
+                def forward(self, x):
+                    with fx_traceback.annotate({"stage": 0}):
+                        return scale(x.sin())
+
+            return S()
+
+        expected = {"sin": {"stage": 0}, "mul": {"stage": 0}}
+        self.assertEqual(self.disabled_ops(make_module), expected)
+        self.assertEqual(self.disabled_ops(make_module, {"stage": 0}), expected)
+
+    def test_nested_disabled_calls_in_a_block_with_the_callers_own_objects(self):
+        # a disabled function calling another inside that block: the ops of both record the block
+        def make_module(wrap):
+            @wrap
+            def scale(x):
+                return x * 2
+
+            @wrap
+            def shift(x):
+                return scale(x.cos()) + 1
+
+            class S(torch.nn.Module):
+                def forward(self, x):
+                    with fx_traceback.annotate({"stage": 0}):
+                        y = shift(x.sin())
+                    return y.relu()
+
+            return S()
+
+        stage = {"stage": 0}
+        self.assertEqual(self.disabled_ops(make_module, {"stage": 0}),
+                         {"sin": stage, "cos": stage, "mul": stage, "add": stage, "relu": None})
+
+    def test_disabled_calls_outside_the_modules_blocks(self):
+        # Disabled functions called where no block of the module is open record nothing, nested or not, inside a
+        # caller's block too; a block a disabled function enters itself records (from 2.10 it recorded nothing
+        # inside a caller's block with the same objects)
+        def make_module(wrap):
+            @wrap
+            def scale(x):
+                return x * 2
+
+            @wrap
+            def shift(x):
+                return scale(x.cos()) + 1
+
+            @wrap
+            def staged(x):
+                with fx_traceback.annotate({"stage": 0}):
+                    return x.tan()
+
+            class S(torch.nn.Module):
+                def forward(self, x):
+                    return staged(shift(x.sin()))
+
+            return S()
+
+        expected = {"sin": None, "cos": None, "mul": None, "add": None, "tan": {"stage": 0}}
+        self.assertEqual(self.disabled_ops(make_module), expected)
+        self.assertEqual(self.disabled_ops(make_module, {"stage": 0}), expected)
 
     def test_aot_export_module_records_no_custom(self):
         # Outside export, aot_export_module traces with the _ModuleStackTracer export uses, without
