@@ -24,6 +24,7 @@ from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 from annotated_block import AnnotatedBlock
+from inductor_caches import fresh_graphs
 
 REGIONS = ({"region": "attention"}, {"region": "mlp"})
 
@@ -49,13 +50,12 @@ def two_regions(annotated=True):
 
 def compile_step(model, **config):
     """The output code (forward, backward) of a compiled training step of model, the
-    names of the profiler events of a second step, and the text of its Chrome trace."""
+    names of the profiler events of a second step, and the text of its Chrome trace.
+    Call it inside fresh_graphs(): the code is generated anew, never read from a cache."""
     torch._dynamo.reset()
     torch.manual_seed(0)
     x = torch.randn(2, 8, 16)
-    # fresh_inductor_cache: Inductor's in-process caches cleared, a cache folder of
-    # this call's own
-    with fresh_inductor_cache(), inductor_config.patch(**config):
+    with inductor_config.patch(**config):
         compiled = torch.compile(model, backend="inductor")
         _, code = run_and_get_code(lambda: compiled(x).sum().backward())
         with torch.profiler.profile() as prof:
@@ -80,13 +80,14 @@ class TestKernelAnnotations(TestCase):
     def setUpClass(cls):
         # Three compiled training steps for every test (C++ builds are slow on CI).
         super().setUpClass()
-        cls.on_code, cls.on_events, cls.on_trace = compile_step(
-            two_regions(), kernel_annotations=True
-        )
-        cls.off_code, cls.off_events, _ = compile_step(two_regions())
-        cls.unannotated_code, cls.unannotated_events, _ = compile_step(
-            two_regions(annotated=False), kernel_annotations=True
-        )
+        with fresh_graphs():
+            cls.on_code, cls.on_events, cls.on_trace = compile_step(
+                two_regions(), kernel_annotations=True
+            )
+            cls.off_code, cls.off_events, _ = compile_step(two_regions())
+            cls.unannotated_code, cls.unannotated_events, _ = compile_step(
+                two_regions(annotated=False), kernel_annotations=True
+            )
 
     def test_flag_is_off_by_default_and_read_from_the_environment(self):
         self.assertFalse(inductor_config.kernel_annotations)

@@ -7,10 +7,10 @@ of the annotated region in the post-grad graphs."""
 import torch
 import torch._dynamo
 from torch._inductor import config as inductor_config
-from torch._inductor.utils import fresh_inductor_cache
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 from annotated_block import AnnotatedBlock
+from inductor_caches import fresh_graphs
 
 
 def three_regions(annotated=True):
@@ -26,8 +26,10 @@ class TestReplacementAnnotations(TestCase):
     def setUpClass(cls):
         # One training step per model, compiled once for every test (C++ builds are slow on CI).
         super().setUpClass()
-        cls.annotated = cls.post_grad_nodes(three_regions())
-        cls.unannotated = cls.post_grad_nodes(three_regions(annotated=False))
+        # the two models' kernels are the same: built once (inductor_caches.py)
+        with fresh_graphs():
+            cls.annotated = cls.post_grad_nodes(three_regions())
+            cls.unannotated = cls.post_grad_nodes(three_regions(annotated=False))
 
     @classmethod
     def post_grad_nodes(cls, model):
@@ -49,9 +51,8 @@ class TestReplacementAnnotations(TestCase):
         torch._dynamo.reset()
         torch.manual_seed(0)
         x = torch.randn(2, 8, 16)
-        # fresh_inductor_cache: Inductor's in-process caches cleared (a test before this one may have compiled
-        # C++ in a cache folder that is gone by now), and a cache folder of this test's own
-        with fresh_inductor_cache(), inductor_config.patch(post_grad_custom_post_pass=record, fx_graph_cache=False):
+        # inside setUpClass's fresh_graphs(): graphs compiled anew, so the post-grad pass sees them
+        with inductor_config.patch(post_grad_custom_post_pass=record, fx_graph_cache=False):
             torch.compile(model, backend="inductor")(x).sum().backward()
         torch._dynamo.reset()
         return nodes
