@@ -24,6 +24,22 @@ def run_json(python, *args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def oracle_json(*args, input=None, timeout=300):
+    """``run_json(ORACLE_PYTHON, *ARGS)``, ``input`` on its stdin, through the oracle cache
+    (oracle_cache.py): for programs whose output is a function of their arguments, their
+    stdin and the repository's test sources alone (they write no file)."""
+    from oracle_cache import cached_stdout
+
+    def run():
+        out = subprocess.run([str(ORACLE_PYTHON), *map(str, args)], input=input, capture_output=True,
+                             text=True, timeout=timeout)
+        if out.returncode != 0:
+            raise AssertionError(f"{ORACLE_PYTHON} {args[0]} failed:\n{out.stderr[-3000:]}")
+        return out.stdout
+
+    return json.loads(cached_stdout(ORACLE_PYTHON, [str(a) for a in args], input, run).strip().splitlines()[-1])
+
+
 def _test_case():
     from torch.testing._internal.common_utils import TestCase
 
@@ -41,4 +57,4 @@ class OracleProgramCase(_test_case()):
     def setUpClass(cls):
         super().setUpClass()
         cls.ours = run_json(sys.executable, cls.PROGRAM)
-        cls.upstream = run_json(ORACLE_PYTHON, cls.PROGRAM)
+        cls.upstream = oracle_json(cls.PROGRAM)

@@ -20,7 +20,7 @@ from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from graph_capture import graph_modules, meta_table, RecordGraphs  # noqa: E402
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+from oracle_interpreter import oracle_json, requires_oracle, run_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_PROGRAM = REPO / "test" / "oracle" / "programs" / "dynamo_annotate_program.py"
@@ -827,7 +827,7 @@ class AnnotateDynamoOracleTests(TestCase):
     def setUpClass(cls):
         super().setUpClass()
         cls.ours = run_json(sys.executable, ORACLE_PROGRAM)["captures"]
-        cls.upstream = run_json(ORACLE_PYTHON, ORACLE_PROGRAM)["captures"]
+        cls.upstream = oracle_json(ORACLE_PROGRAM)["captures"]
 
     def test_same_annotations_as_upstream(self):
         for name in ("nested", "decorators", "decorated_method", "around_checkpoint"):

@@ -22,7 +22,7 @@ from torch._export.serde.serialize import SerializeError
 from torch.testing._internal.common_utils import run_tests, TestCase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+from oracle_interpreter import oracle_json, requires_oracle, run_json  # noqa: E402
 
 
 
@@ -546,13 +546,13 @@ print(json.dumps({"bare": bare, "in_caller": in_caller}, sort_keys=True))
 @requires_oracle
 class ExportAnnotateOracleTests(TestCase):
     def test_strict_export_matches_upstream(self):
-        upstream = run_json(ORACLE_PYTHON, "-c", ORACLE_SNIPPET)
+        upstream = oracle_json("-c", ORACLE_SNIPPET)
         self.assertEqual(upstream["export"]["aten.linear.default"], EXPECTED_CUSTOM)
         self.assertEqual(run_json(sys.executable, "-c", ORACLE_SNIPPET), upstream)
 
     def test_cond_branches_match_upstream(self):
         # the expectation of test_cond_branches_keep_the_modules_block_around_the_cond is upstream's
-        self.assertEqual(run_json(ORACLE_PYTHON, "-c", ORACLE_COND_SNIPPET),
+        self.assertEqual(oracle_json("-c", ORACLE_COND_SNIPPET),
                          {"bare": EXPECTED_COND, "in_caller": EXPECTED_COND_IN_CALLER})
 
 

@@ -20,7 +20,7 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 TEST = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TEST))
 sys.path.insert(0, str(TEST / "overlay"))
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+from oracle_interpreter import oracle_json, requires_oracle, run_json  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "nonstrict_meta_program.py"
 
@@ -65,7 +65,7 @@ class NonStrictExportMetaTests(TestCase):
     def test_meta_keys_are_pristine_plus_upstream_additions(self):
         annotated = {name: n["custom"] for name, n in self.ours["nodes"].items() if "custom" in n["keys"]}
         self.assertEqual(annotated, {"linear": {"stage": 0}})
-        upstream = run_json(ORACLE_PYTHON, PROGRAM)
+        upstream = oracle_json(PROGRAM)
         self.assertTrue(upstream["torch"].startswith("2.13.0"), upstream["torch"])  # the oracle
         for name, node in self.ours["nodes"].items():
             pristine = set(self.pristine["nodes"][name]["keys"])

@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import graph_code_program  # noqa: E402
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle, run_json  # noqa: E402
+from oracle_interpreter import oracle_json, requires_oracle, run_json  # noqa: E402
 
 PROGRAM = HERE / "graph_code_program.py"
 # 2.10 saves a detach of relu for the backward (2.5.1 detaches twice more in the
@@ -176,7 +176,7 @@ class GraphModule(torch.nn.Module):
 class TestGraphCodeAnnotationOracle(TestCase):
     def test_each_op_shows_the_annotation_upstream_shows(self):
         ours = run_json(sys.executable, PROGRAM)
-        upstream = run_json(ORACLE_PYTHON, PROGRAM)
+        upstream = oracle_json(PROGRAM)
         self.assertEqual(ours["torch"], torch.__version__)  # the release under test, any of them
         self.assertTrue(upstream["torch"].startswith("2.13.0"), upstream["torch"])  # the oracle
         for graph in ("forward", "backward"):

@@ -9,7 +9,6 @@ bench/regional_scale.py, never here."""
 import importlib.util
 import json
 import random
-import subprocess
 import sys
 import unittest
 from pathlib import Path
@@ -20,7 +19,7 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from oracle_interpreter import ORACLE_PYTHON, requires_oracle  # noqa: E402
+from oracle_interpreter import oracle_json, requires_oracle  # noqa: E402
 from partition_graphs import (  # noqa: E402
     ORACLE_SIDE, graph_spec, linear_partitions, marked_regions, model_graphs, random_graph)
 
@@ -33,11 +32,7 @@ requires_linear_partitioner = unittest.skipUnless(
 
 def upstream(specs):
     """The partitions the 2.13 oracle's CapabilityBasedPartitioner proposes for each spec."""
-    out = subprocess.run([str(ORACLE_PYTHON), "-c", ORACLE_SIDE, str(HERE)], input=json.dumps(specs),
-                         capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
-        raise AssertionError(f"oracle failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout)
+    return oracle_json("-c", ORACLE_SIDE, str(HERE), input=json.dumps(specs), timeout=900)
 
 
 @requires_oracle
