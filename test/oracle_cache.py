@@ -5,7 +5,7 @@ programs the tests give it read nothing of that release: what it prints is a fun
 command line, the stdin and the repository's test sources. CI (.ci/run) tests eleven releases against it in
 turn, so it ran each oracle program eleven times for one answer. The first release's run keeps each answer
 under a key made of all of those (the oracle's torch version file, the command, the stdin, the TORCH* variables
-of the environment, and a digest of every file under test/ and torch_overlay/); the later ones read it. The
+of the environment, and a digest of every file under test/, torch_overlay/ and patches/); the later ones read it. The
 side under test runs in full on every release; only the oracle's answer is reused, and only for calls made
 through oracle_interpreter.oracle_json or fuzz_run (programs that write no file). .ci/run empties the cache
 when it starts, so every answer a CI run compares with comes from that run. TORCH_OVERLAY_ORACLE_CACHE=0 turns
@@ -25,9 +25,10 @@ CACHE = REPO / "build" / "oracle-cache"
 
 @functools.cache
 def sources_digest() -> str:
-    """A digest of every file under test/ and torch_overlay/ (the programs and what they import)."""
+    """A digest of every file under test/, torch_overlay/ and patches/ (the programs, what they import, and
+    the series, which no oracle program should read but which a later edit must not find answered from before)."""
     h = hashlib.sha256()
-    for root in (REPO / "test", REPO / "torch_overlay"):
+    for root in (REPO / "test", REPO / "torch_overlay", REPO / "patches"):
         for path in sorted(root.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
                 h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
