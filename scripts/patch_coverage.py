@@ -87,6 +87,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/_dynamo/variables/ctx_manager.py", "_read_from_a_guarded_container"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_rooted_outside_the_inputs"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_own_closure_names"): _DYNAMO_ANNOTATE,
+    ("torch/_dynamo/variables/ctx_manager.py", "_graph_break"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_key_path"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_not_constant"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_constant_annotation"): _DYNAMO_ANNOTATE,

@@ -9,7 +9,6 @@ import collections
 import enum
 import sys
 import types
-import unittest
 from pathlib import Path
 
 import torch
@@ -25,9 +24,6 @@ from oracle_interpreter import oracle_json, requires_oracle, run_json  # noqa: E
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_PROGRAM = REPO / "test" / "oracle" / "programs" / "dynamo_annotate_program.py"
 NODE_OPS = ("call_function", "call_method", "call_module", "get_attr")
-# through 2.9.1 the annotation reader is 164916's backport, which still specializes every symbolic int and
-# reads only dicts and lists of pairs; from 2.10 it is local-dynamo-annotation-constants (and -pairs on 2.15)
-READER_2_10 = torch.__version__ >= "2.10"  # TorchVersion: compares as a version
 
 
 def dynamo_table(gm):
@@ -255,7 +251,6 @@ add|""")
             self.assertEqual(cos_customs_as_the_dict_changes("m", changed, first=first),
                              [{"m": changed(s)} for s in (0, 1, 2)])
 
-    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 reads a nested dict, not an OrderedDict")
     def test_nested_ordered_dict_of_a_decorator_dict_stays_a_constant(self):
         # a nested OrderedDict is read as a nested dict is (review rf3), of its own type as in eager
         def changed(stage):
@@ -579,14 +574,12 @@ add|""")
             with fx_traceback.annotate({"weights": t}):
                 return x + 1
 
-        # a TorchRuntimeError naming the key through 2.9.1 (164916's reader); from 2.10 a Dynamo graph break
-        # (an error under fullgraph=True) naming the key path (local-dynamo-annotation-constants)
-        with self.assertRaisesRegex(Exception, r"annotation (key 'weights'|value at \['weights'\]) is Tensor\b"
-                                               r".*not a compile-time constant"):
+        # a Dynamo graph break (an error under fullgraph=True) naming the key path (local-dynamo-annotation-constants)
+        with self.assertRaisesRegex(torch._dynamo.exc.Unsupported,
+                                    r"annotation value at \['weights'\] is Tensor, not a compile-time constant"):
             torch.compile(f, backend="eager", fullgraph=True)(torch.randn(2), torch.randn(2))
         self.assert_tracing_state_clean()
 
-    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 specializes every symbolic int")
     def test_symbolic_or_tensor_value_is_a_graph_break_naming_its_key_path(self):
         # an annotation must not specialize the graph: a size, an .item() or a nested tensor is a graph break
         # naming where it sits (an int of a guarded dict that became dynamic is read as its value, above)
@@ -611,7 +604,6 @@ add|""")
                     torch.compile(fn, backend="eager", fullgraph=True, dynamic=True)(torch.randn(4))
         self.assert_tracing_state_clean()
 
-    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 specializes every symbolic int")
     def test_symbolic_size_never_specializes_a_graph(self):
         # without fullgraph, a graph break at the annotate call: the code before it compiles, each graph taking
         # the size as a symbolic input, and no node holds the size
@@ -634,7 +626,6 @@ add|""")
                           if "custom" in n.meta], [])
         self.assert_tracing_state_clean()
 
-    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 specializes every symbolic int")
     def test_an_argument_list_item_is_read_as_an_int_argument_is(self):
         # automatic dynamic makes an int argument and an int in an argument's list symbolic alike once they
         # change: both are the same graph break (only a global or closure container's int is read as its value)
@@ -667,7 +658,6 @@ add|""")
         self.assertEqual(seen[0][2], 1)
         self.assert_tracing_state_clean()
 
-    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 specializes every symbolic int")
     def test_an_int_argument_captured_by_a_nested_function_is_a_graph_break(self):
         # an argument a nested function captures is a cell of the frame (its source is the cell's contents)
         # but still one of its inputs: a graph break naming the key, not a graph per value (rf4)
@@ -692,7 +682,6 @@ add|""")
             compiled(torch.randn(4), 2)
         self.assert_tracing_state_clean()
 
-    @unittest.skipUnless(READER_2_10, "164916's reader through 2.9.1 specializes every symbolic int")
     def test_an_int_argument_captured_by_a_nested_function_after_a_graph_break_is_a_graph_break(self):
         # after a graph break Dynamo resumes in a function whose closure holds the captured argument's cell, not
         # marked as an input there: still one of the frame's inputs, a graph break, not a graph per value (rg1)
@@ -721,7 +710,6 @@ add|""")
                           if "custom" in n.meta}, {1})
         self.assert_tracing_state_clean()
 
-    @unittest.skipUnless(READER_2_10, "from 2.10 local-dynamo-annotation-constants tells a closure cell from an input")
     def test_changed_int_in_the_closure_cell_after_a_graph_break_stays_a_constant(self):
         # the resume function's closure also holds the compiled function's own closure cells: read as values
         stage = 0
