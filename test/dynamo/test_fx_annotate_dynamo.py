@@ -604,7 +604,7 @@ add|""")
                     torch.compile(fn, backend="eager", fullgraph=True, dynamic=True)(torch.randn(4))
         self.assert_tracing_state_clean()
 
-    def test_symbolic_size_never_specializes_a_graph(self):
+    def test_traced_symbolic_size_never_specializes_a_graph(self):
         # without fullgraph, a graph break at the annotate call: the code before it compiles, each graph taking
         # the size as a symbolic input, and no node holds the size
         def f(x):
@@ -729,6 +729,31 @@ add|""")
         self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
                           for g in cap.dynamo_graphs if g.graph.find_nodes(op="call_method", target="cos")],
                          [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+        self.assert_tracing_state_clean()
+
+    def test_a_size_stored_in_the_closure_cell_is_read_as_the_cells_value(self):
+        # the rule goes by where Dynamo reads a value (the root of its source), not where the value came from: a
+        # size the frame stores into its own closure cell, read after a graph break, is read as that cell's value,
+        # one graph per size, as a closure dict's changed int is, until recompile_limit; without the graph break
+        # the same read is a graph break (rg2)
+        n = 0
+
+        def f(x):
+            nonlocal n
+            n = x.shape[0]
+            torch._dynamo.graph_break()
+            with fx_traceback.annotate({"n": n}):
+                return x.cos()
+
+        torch._dynamo.reset()
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap, dynamic=True)
+        for size in (4, 5, 6):
+            x = torch.randn(size)
+            self.assertEqual(compiled(x), x.cos())
+        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
+                          for g in cap.dynamo_graphs if g.graph.find_nodes(op="call_method", target="cos")],
+                         [{"n": 4}, {"n": 5}, {"n": 6}])
         self.assert_tracing_state_clean()
 
     def cos_customs_per_value(self, f, set_value, values=(0, 1, 2)):
