@@ -581,8 +581,9 @@ add|""")
         self.assert_tracing_state_clean()
 
     def test_symbolic_or_tensor_value_is_a_graph_break_naming_its_key_path(self):
-        # an annotation must not specialize the graph: a size, an .item() or a nested tensor is a graph break
-        # naming where it sits (an int of a guarded dict that became dynamic is read as its value, above)
+        # an annotation read from the frame's inputs must not specialize the graph: a size, an .item() or a
+        # nested tensor is a graph break naming where it sits (an int of a guarded dict that became dynamic is
+        # read as its value, above)
         def by_size(x):
             with fx_traceback.annotate({"n": x.shape[0]}):
                 return x.cos()
