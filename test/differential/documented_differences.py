@@ -246,6 +246,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._dynamo_disable_annotation": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._dynamo_disable_block": ("local-export-nonstrict-custom",),
+    "torch.fx.traceback._forget_closed_disable_blocks": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._outside_disable_blocks": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._user_annotation_entered_in_trace": ("local-export-nonstrict-custom",),
     "torch._higher_order_ops.utils._AnnotatingInterpreter": ("local-export-nonstrict-custom",),

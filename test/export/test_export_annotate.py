@@ -363,6 +363,36 @@ class ExportAnnotateTests(TestCase):
         self.assertEqual(self.disabled_ops(make_module), expected)
         self.assertEqual(self.disabled_ops(make_module, {"stage": 0}), expected)
 
+    @unittest.skipIf(torch.__version__ < (2, 10), "the disable wrapper enters no annotate() block before 2.10")
+    def test_disabled_call_resuming_a_generator_that_leaves_its_block_later(self):
+        # A disabled function resumes a generator, which enters a block over the wrapper's dict and leaves it only
+        # when the forward exhausts the generator, after the wrapper has returned: the wrapper's dict is current
+        # again and still stands for the caller's, so add and exp record nothing, as strict export (review rg3;
+        # they recorded {"caller": 1} while the wrapper's record ended with its block). Only inside a caller's
+        # block: without one, the generator's exit leaves the wrapper's dict current after the export, in eager
+        # code too (annotate() restores what it was entered over).
+        def make_module(wrap):
+            def steps(x):
+                with fx_traceback.annotate({"g": 1}):
+                    yield x.sin()
+
+            @wrap
+            def start(it):
+                return next(it)
+
+            class S(torch.nn.Module):
+                def forward(self, x):
+                    it = steps(x)
+                    y = start(it)
+                    for _ in it:
+                        pass
+                    return (y + 1).exp()
+
+            return S()
+
+        self.assertEqual(self.disabled_ops(make_module, {"caller": 1}),
+                         {"sin": {"caller": 1, "g": 1}, "add": None, "exp": None})
+
     def test_aot_export_module_records_no_custom(self):
         # Outside export, aot_export_module traces with the _ModuleStackTracer export uses, without
         # preserve_node_meta(): it records no annotation, as the release records none, in the module's
