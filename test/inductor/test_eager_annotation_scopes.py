@@ -332,6 +332,32 @@ class TestAotAutogradCache(TestCase):
             runs, [("miss", False), ("miss", True), ("hit", False), ("hit", True)]
         )
 
+    def test_keys_of_mixed_types_inside_a_value_are_keyed(self):
+        # The cache key holds the annotations' text: keys that cannot be
+        # sorted (int and str), one level down, are written in the order of
+        # their text, and the step runs in its scope.
+        def f(x):
+            with fx_traceback.annotate({"cfg": {1: "a", "b": 2}}):
+                return torch.relu(x) + 1
+
+        x = torch.randn(4)
+        torch._dynamo.reset()
+        counters.clear()
+        with (
+            fresh_inductor_cache(),
+            functorch_config.patch(
+                force_autograd_cache=True, bundled_autograd_cache=True
+            ),
+            inductor_config.patch(kernel_annotations=True),
+        ):
+            compiled = torch.compile(f, backend="aot_eager")
+            with torch.profiler.profile() as prof:
+                self.assertEqual(compiled(x), f(x))
+        torch._dynamo.reset()
+        self.assertEqual(counters["aot_autograd"]["autograd_cache_miss"], 1)
+        names = [e.name for e in scopes(prof.events())]
+        self.assertEqual(names, ["annotation cfg='{1: 'a', 'b': 2}'"])
+
 
 if __name__ == "__main__":
     run_tests()

@@ -250,6 +250,62 @@ class TestKernelAnnotations(TestCase):
         torch._dynamo.reset()
         self.assertEqual(seen, [(1, 0), (1, 0), (0, 1), (0, 1)])
 
+    def test_keys_of_mixed_types_inside_a_value_compile_and_are_named(self):
+        # Keys that cannot be sorted (int and str), one level down: the
+        # comment and the keys of both caches write them in the order of
+        # their text.
+        def f(x):
+            with fx_traceback.annotate({"cfg": {1: "a", "b": 2}}):
+                return torch.relu(x) + 1
+
+        torch._dynamo.reset()
+        with (
+            fresh_inductor_cache(),
+            inductor_config.patch(kernel_annotations=True, fx_graph_cache=True),
+            functorch_config.patch(enable_autograd_cache=True),
+        ):
+            compiled = torch.compile(f, backend="inductor")
+            _, (code,) = run_and_get_code(compiled, torch.randn(4))
+            with torch.profiler.profile() as prof:
+                compiled(torch.randn(4))
+        torch._dynamo.reset()
+        self.assertIn('# Annotation: {"cfg": {"1": "a", "b": 2}}\n', code)
+        names = [e.name for e in prof.events() if e.name.startswith("annotation ")]
+        self.assertEqual(names, ["annotation cfg='{1: 'a', 'b': 2}'"])
+
+    def test_comment_text_of_keys_json_cannot_sort_or_hold(self):
+        from torch._inductor.kernel_annotations import annotation_json
+
+        inner = {"z": 1}
+        inner["self"] = inner
+        cases = [
+            ({"b": 1, "a": {"d": 2, "c": 3}}, '{"a": {"c": 3, "d": 2}, "b": 1}'),
+            ({2: "x", "10": 1}, '{"10": 1, "2": "x"}'),
+            ({"cfg": {1: "a", "b": 2}}, '{"cfg": {"1": "a", "b": 2}}'),
+            ({"l": [{True: 1, "a": None}]}, '{"l": [{"a": null, "true": 1}]}'),
+            ({"t": {(1, 2): "p", "q": 0}}, '{"t": {"(1, 2)": "p", "q": 0}}'),
+            # a value that holds itself: its repr where it comes again
+            ({"i": inner, 0: 1}, '{"0": 1, "i": {"self": "%s", "z": 1}}' % repr(inner)),
+        ]
+        for custom, expected in cases:
+            self.assertEqual(annotation_json(custom), expected)
+
+    def test_kernel_annotations_follow_a_graph_edited_in_place(self):
+        # Moving a node changes the order of the graph's annotated nodes,
+        # not their count: the next kernel's comment follows the new order.
+        from torch._inductor.kernel_annotations import annotated_origins
+
+        graph = torch.fx.Graph()
+        x = graph.placeholder("x")
+        first = graph.call_function(torch.relu, (x,))
+        second = graph.call_function(torch.neg, (x,))
+        graph.output((first, second))
+        first.meta["custom"] = {"region": "first"}
+        second.meta["custom"] = {"region": "second"}
+        self.assertEqual(annotated_origins({second, first}), [first, second])
+        first.prepend(second)
+        self.assertEqual(annotated_origins({second, first}), [second, first])
+
 
 if __name__ == "__main__":
     run_tests()
