@@ -285,7 +285,10 @@ class TestKernelAnnotations(TestCase):
             ({"l": [{True: 1, "a": None}]}, '{"l": [{"a": null, "true": 1}]}'),
             ({"t": {(1, 2): "p", "q": 0}}, '{"t": {"(1, 2)": "p", "q": 0}}'),
             # a value that holds itself: its repr where it comes again
-            ({"i": inner, 0: 1}, '{"0": 1, "i": {"self": "%s", "z": 1}}' % repr(inner)),
+            (
+                {"i": inner, 0: 1},
+                '{"0": 1, "i": {"self": "' + repr(inner) + '", "z": 1}}',
+            ),
         ]
         for custom, expected in cases:
             self.assertEqual(annotation_json(custom), expected)
