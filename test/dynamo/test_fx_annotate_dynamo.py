@@ -605,6 +605,38 @@ add|""")
                     torch.compile(fn, backend="eager", fullgraph=True, dynamic=True)(torch.randn(4))
         self.assert_tracing_state_clean()
 
+    def test_value_of_no_python_type_is_a_graph_break_naming_its_key_path(self):
+        # a value Dynamo may know no Python type for (on the older releases: a bound method, a context
+        # manager) is still the graph break naming where it sits, not an internal error
+        def by_method(x):
+            with fx_traceback.annotate({"v": x.sin}):
+                return x.cos()
+
+        def by_context_manager(x):
+            with fx_traceback.annotate({"m": [torch.no_grad()]}):
+                return x.cos()
+
+        for fn, message in ((by_method, r"value at \['v'\] is \w+"),
+                            (by_context_manager, r"value at \['m'\]\[0\] is \w+")):
+            with self.subTest(fn.__name__):
+                torch._dynamo.reset()
+                with self.assertRaisesRegex(torch._dynamo.exc.Unsupported, message):
+                    torch.compile(fn, backend="eager", fullgraph=True)(torch.randn(4))
+        self.assert_tracing_state_clean()
+
+    def test_symbolic_slice_bound_is_a_graph_break_not_a_frame_per_size(self):
+        # a slice's own constant reading guards its bounds, which compiled one frame per size: read bound by
+        # bound, a size is the graph break naming it. (range(x.shape[0]) is specialized by Dynamo's range()
+        # itself, annotated or not.)
+        def f(x):
+            with fx_traceback.annotate({"v": slice(1, x.shape[0])}):
+                return x.cos()
+
+        torch._dynamo.reset()
+        with self.assertRaisesRegex(torch._dynamo.exc.Unsupported, r"value at \['v'\]\[1\] is a symbolic int"):
+            torch.compile(f, backend="eager", fullgraph=True, dynamic=True)(torch.randn(4))
+        self.assert_tracing_state_clean()
+
     def test_traced_symbolic_size_never_specializes_a_graph(self):
         # without fullgraph, a graph break at the annotate call: the code before it compiles, each graph taking
         # the size as a symbolic input, and no node holds the size
