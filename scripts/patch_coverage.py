@@ -115,7 +115,8 @@ ALLOWED: dict[tuple[str, str], str] = {
         "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",
     **{("torch/_inductor/kernel_annotations.py", name): _KERNEL_ANNOTATIONS_ON for name in (
         "annotation_json", "annotated_origins", "_graph_order", "annotations", "scope_name", "scope_label",
-        "_key_text", "_value_text", "_GraphFacts.__init__", "_facts", "_ScopeEnter.__init__", "_ScopeEnter.codegen",
+        "_key_text", "_value_text", "_is_backward_graph", "_json_text", "_json_key", "_ScopeEnter.__init__",
+        "_ScopeEnter.codegen",
         "_ScopeExit.__init__", "_ScopeExit.codegen", "_origins_of", "_annotated", "_keyed", "_runs_python",
         "_write_comment")},
     **{("torch/_inductor/eager_annotation_scopes.py", name): _KERNEL_ANNOTATIONS_ON_EAGER for name in (
