@@ -15,13 +15,23 @@ requires_oracle = unittest.skipUnless(
     "(create .venv-oracle with torch 2.13.0 or set TORCH_OVERLAY_ORACLE_PYTHON)")
 
 
-def run_json(python, *args):
-    """Run ``python ARGS`` (a program's path, or "-c" and its source) and return its last
-    line of output, parsed as JSON."""
-    out = subprocess.run([str(python), *map(str, args)], capture_output=True, text=True, timeout=300)
+def _stdout(python, args, input=None, timeout=300):
+    """What ``python ARGS`` (a program's path, or "-c" and its source) prints, ``input`` on its
+    stdin; an AssertionError with its stderr if it fails."""
+    out = subprocess.run([str(python), *map(str, args)], input=input, capture_output=True, text=True,
+                         timeout=timeout)
     if out.returncode != 0:
         raise AssertionError(f"{python} {args[0]} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return out.stdout
+
+
+def _last_json_line(stdout):
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def run_json(python, *args):
+    """Run ``python ARGS`` and return its last line of output, parsed as JSON."""
+    return _last_json_line(_stdout(python, args))
 
 
 def oracle_json(*args, input=None, timeout=300):
@@ -30,14 +40,9 @@ def oracle_json(*args, input=None, timeout=300):
     stdin and the repository's test sources alone (they write no file)."""
     from oracle_cache import cached_stdout
 
-    def run():
-        out = subprocess.run([str(ORACLE_PYTHON), *map(str, args)], input=input, capture_output=True,
-                             text=True, timeout=timeout)
-        if out.returncode != 0:
-            raise AssertionError(f"{ORACLE_PYTHON} {args[0]} failed:\n{out.stderr[-3000:]}")
-        return out.stdout
-
-    return json.loads(cached_stdout(ORACLE_PYTHON, [str(a) for a in args], input, run).strip().splitlines()[-1])
+    args = [str(a) for a in args]
+    return _last_json_line(cached_stdout(ORACLE_PYTHON, args, input,
+                                         lambda: _stdout(ORACLE_PYTHON, args, input, timeout)))
 
 
 def _test_case():
