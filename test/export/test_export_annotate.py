@@ -82,6 +82,20 @@ EXPECTED_COND = {"cond": {"a": 1}, "getitem": {"a": 1}, "add": None, "sin": {"a"
 EXPECTED_COND_IN_CALLER = {k: v and {"caller": 0, **v} for k, v in EXPECTED_COND.items()}
 
 
+def shift_calling_scale(wrap):
+    """shift(x) = scale(x.cos()) + 1 with scale(x) = x * 2, both wrapped by ``wrap``: the nested disabled calls of
+    the disable-wrapper tests."""
+    @wrap
+    def scale(x):
+        return x * 2
+
+    @wrap
+    def shift(x):
+        return scale(x.cos()) + 1
+
+    return shift
+
+
 class ExportAnnotateTests(TestCase):
     def export(self, strict, module=None):
         torch._dynamo.reset()
@@ -315,13 +329,7 @@ class ExportAnnotateTests(TestCase):
     def test_nested_disabled_calls_in_a_block_with_the_callers_own_objects(self):
         # a disabled function calling another inside that block: the ops of both record the block
         def make_module(wrap):
-            @wrap
-            def scale(x):
-                return x * 2
-
-            @wrap
-            def shift(x):
-                return scale(x.cos()) + 1
+            shift = shift_calling_scale(wrap)
 
             class S(torch.nn.Module):
                 def forward(self, x):
@@ -340,13 +348,7 @@ class ExportAnnotateTests(TestCase):
         # caller's block too; a block a disabled function enters itself records (from 2.10 it recorded nothing
         # inside a caller's block with the same objects)
         def make_module(wrap):
-            @wrap
-            def scale(x):
-                return x * 2
-
-            @wrap
-            def shift(x):
-                return scale(x.cos()) + 1
+            shift = shift_calling_scale(wrap)
 
             @wrap
             def staged(x):
