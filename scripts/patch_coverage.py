@@ -53,7 +53,7 @@ _KERNEL_ANNOTATIONS_ON = ("runs only with torch._inductor.config.kernel_annotati
                           "pristine release has no such option): kernel_call returns before it when the option "
                           "is off (local-inductor-kernel-annotations)")
 _KERNEL_ANNOTATIONS_ON_EAGER = ("runs only with torch._inductor.config.kernel_annotations on (off by default; the "
-                                "pristine release has no such option): aot_eager's compiler and regional_inductor call it only "
+                                "pristine release has no such option): the aot_eager backends' compiler and regional_inductor call it only "
                                 "then (local-eager-annotation-scopes)")
 _ANNOTATED_BODY = ("runs only for a higher-order op's body graph whose nodes carry custom (an annotate() block "
                    "Dynamo traced in a torch.cond branch), re-traced without preserve_node_meta() "
@@ -114,13 +114,15 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/fx/traceback.py", "_ActiveAnnotateBlocks.__init__"):
         "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",
     **{("torch/_inductor/kernel_annotations.py", name): _KERNEL_ANNOTATIONS_ON for name in (
-        "annotation_json", "annotated_origins", "_graph_order", "annotations", "scope_name", "scope_label",
+        "annotation_json", "annotated_origins", "_graph_order", "annotation_texts", "scope_name", "scope_label",
         "_key_text", "_value_text", "_is_backward_graph", "_json_text", "_json_key", "_ScopeEnter.__init__",
         "_ScopeEnter.codegen",
         "_ScopeExit.__init__", "_ScopeExit.codegen", "_origins_of", "_annotated", "_keyed", "_runs_python",
+        "_fx_wrapper_class",
         "_write_comment")},
     **{("torch/_inductor/eager_annotation_scopes.py", name): _KERNEL_ANNOTATIONS_ON_EAGER for name in (
-        "add_eager_scopes", "_scope_name", "_is_backward", "_does_no_work")},
+        "add_eager_scopes", "_scope_name", "_is_backward", "_does_no_work", "exit_scopes_on_error",
+        "_open_handles")},
     # The call sites of Triton kernels (the same kernel_call as the C++ kernels' flush, which the corpus reaches):
     # the corpus runs on CPU, where Inductor generates C++ kernels only.
     **{("torch/_inductor/codegen/simd.py", name): _TRITON_ONLY for name in (

@@ -162,6 +162,16 @@ def compile_aot_eager(obs):
         _train_step(obs, f"step{step}", model, compiled, torch.randn(3, 8))
 
 
+@program()
+def compile_aot_eager_decomp_partition(obs):
+    """The aot_eager_decomp_partition backend: Inductor's decompositions and partitioner, the graphs run as traced
+    (get_nop_func's compiler, to which local-eager-annotation-scopes adds scopes only with kernel_annotations on)."""
+    model = MLP()
+    compiled = torch.compile(model, backend="aot_eager_decomp_partition")
+    for step in range(2):
+        _train_step(obs, f"step{step}", model, compiled, torch.randn(3, 8))
+
+
 def _breaks(x):
     y = x.sin()
     print("graph break")  # noqa: T201 -- a graph break on purpose

@@ -7,6 +7,7 @@ the kernels' scopes (test_kernel_annotations.py). With the flag off the graphs
 are the ones AOTAutograd hands over and no scope is recorded. Upstream (through
 2.15) records no region for these ops."""
 import contextlib
+import gc
 import operator
 import unittest
 
@@ -26,10 +27,9 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 ATTENTION, MLP, HEAD = {"region": "attention"}, {"region": "mlp"}, {"region": "head"}
 COMPILED_MLP = {**MLP, "compile_with_inductor": 0}
 COMPILED_SCALE = {"region": "scale", "compile_with_inductor": 0}
-PROFILER_OPS = {
-    torch.ops.profiler._record_function_enter_new,
-    torch.ops.profiler._record_function_exit,
-}
+ENTER = torch.ops.profiler._record_function_enter_new.default
+EXIT = torch.ops.profiler._record_function_exit._RecordFunction
+PROFILER_OPS = {ENTER, EXIT}
 
 
 def scope(custom, backward=False):
@@ -189,6 +189,16 @@ class TestAotEagerScopes(TestCase):
         for result in (self.on, self.off):
             self.assertEqual(result, self.eager, atol=0, rtol=0)
 
+    def test_every_aot_eager_backend_records_the_scopes(self):
+        # aot_eager_decomp_partition, which runs Inductor's decompositions and
+        # partitioner, compiles with get_nop_func: the same scopes as aot_eager
+        _, events = profile_step(
+            make(), "aot_eager_decomp_partition", kernel_annotations=True
+        )
+        self.assertEqual(
+            {e.name for e in scopes(events)}, {e.name for e in scopes(self.on_events)}
+        )
+
     def test_flag_off_records_no_scope(self):
         self.assertEqual(scopes(self.off_events), [])
 
@@ -275,9 +285,9 @@ class TestRegionalInductorScopes(TestCase):
             self.assertTrue(scoped)
             inside = False
             for node in gm.graph.nodes:
-                if node.target is torch.ops.profiler._record_function_enter_new:
+                if node.target is ENTER:
                     inside = True
-                elif node.target is torch.ops.profiler._record_function_exit:
+                elif node.target is EXIT:
                     inside = False
                 elif inside and node.op == "call_function":
                     eager_op = isinstance(node.target, torch._ops.OpOverload)
@@ -287,6 +297,66 @@ class TestRegionalInductorScopes(TestCase):
 
     def test_results_do_not_change(self):
         self.assertEqual(self.on, self.eager, atol=1e-5, rtol=1e-5)
+
+
+@torch.fx.wrap
+def gather(x, index):
+    """index_select called from Python, as a custom op's Python kernel calls an
+    op: an error raised here keeps its traceback through GraphModule's
+    ``__call__``, which drops the traceback of an error raised on a line of the
+    generated code itself."""
+    return torch.index_select(x, 0, index)
+
+
+class TestRunThatRaises(TestCase):
+    # When an op of a run raises, the run's scope ends there instead of holding
+    # the caller's later ops until the exception is collected. Through
+    # torch.compile the "Torch-Compiled Region" event around the call would
+    # end it, so the compilers' callables are called directly.
+    GATHER = {"region": "gather"}
+
+    def graph(self):
+        """relu, gather and exp, all in the gather region."""
+
+        def f(x, index):
+            return torch.exp(gather(torch.relu(x), index))
+
+        gm = torch.fx.symbolic_trace(f)
+        for node in gm.graph.nodes:
+            if node.op == "call_function":
+                node.meta["custom"] = self.GATHER
+        return gm
+
+    def ops_in_scope_after_raising(self, run):
+        """The aten ops inside the gather scope when ``run`` raises for an
+        index out of range and the caller then runs a sin."""
+        x = torch.randn(4)
+        self.assertEqual(run(x, torch.tensor([1])), torch.exp(x.relu()[1:2]))
+        errors = []
+        with torch.profiler.profile() as prof:
+            try:
+                run(x, torch.tensor([9]))
+            except IndexError as error:
+                errors.append(error)  # kept, as a caller that logs it may
+            torch.sin(x)
+            self.assertIn("index out of range", str(errors.pop()))
+            # the traceback held the failed frame, and with it an open scope
+            gc.collect()
+        return ops_inside(list(prof.events()), scope(self.GATHER))
+
+    def test_aot_eager_scope_ends_where_the_run_raises(self):
+        with inductor_config.patch(kernel_annotations=True):
+            compiled = debugging._boxed_nop_with_eager_scopes(self.graph(), [])
+        inside = self.ops_in_scope_after_raising(lambda *args: compiled(list(args)))
+        self.assertIn("aten::index_select", inside)
+        self.assertNotIn("aten::sin", inside)
+
+    def test_regional_scope_ends_where_the_run_raises(self):
+        with inductor_config.patch(kernel_annotations=True):
+            compiled = regional_inductor(self.graph())
+        inside = self.ops_in_scope_after_raising(compiled)
+        self.assertIn("aten::index_select", inside)
+        self.assertNotIn("aten::sin", inside)
 
 
 class TestAotAutogradCache(TestCase):
