@@ -580,14 +580,9 @@ add|""")
             torch.compile(f, backend="eager", fullgraph=True)(torch.randn(2), torch.randn(2))
         self.assert_tracing_state_clean()
 
-    def test_symbolic_or_tensor_value_is_a_graph_break_naming_its_key_path(self):
-        # an annotation read from the frame's inputs must not specialize the graph: a size, an .item() or a
-        # nested tensor is a graph break naming where it sits (an int of a guarded dict that became dynamic is
-        # read as its value, above)
-        def by_size(x):
-            with fx_traceback.annotate({"n": x.shape[0]}):
-                return x.cos()
-
+    def test_run_time_or_tensor_value_is_a_graph_break_naming_its_key_path(self):
+        # a number known only at run time (.item()) or a tensor key cannot be read as a constant: a graph break
+        # naming where it sits (an error under fullgraph=True)
         def by_item(x):
             with fx_traceback.annotate({"m": {"n": x.sum().item()}}):
                 return x.cos()
@@ -596,13 +591,42 @@ add|""")
             with fx_traceback.annotate({"m": [0, {x: 1}]}):
                 return x.cos()
 
-        for fn, message in ((by_size, r"value at \['n'\] is a symbolic int"),
-                            (by_item, r"value at \['m'\]\['n'\] is a symbolic float"),
+        for fn, message in ((by_item, r"value at \['m'\]\['n'\] is a symbolic float, known only at run time"),
                             (by_key, r"a key of the annotation value at \['m'\]\[1\] is Tensor")):
             with self.subTest(fn.__name__), torch._dynamo.config.patch(capture_scalar_outputs=True):
                 torch._dynamo.reset()
                 with self.assertRaisesRegex(torch._dynamo.exc.Unsupported, message):
                     torch.compile(fn, backend="eager", fullgraph=True, dynamic=True)(torch.randn(4))
+        self.assert_tracing_state_clean()
+
+    @torch._dynamo.config.patch(capture_scalar_outputs=True)
+    def test_run_time_value_without_fullgraph_is_a_graph_break_at_the_annotate_call(self):
+        from torch._dynamo.utils import counters
+
+        def f(x):
+            with fx_traceback.annotate({"n": x.sum().item()}):
+                return x.cos()
+
+        counters.clear()
+        x = torch.randn(4)
+        self.assertEqual(torch.compile(f, backend="eager")(x), x.cos())
+        self.assertEqual(len([b for b in counters["graph_break"] if "['n']" in b]), 1)
+        self.assert_tracing_state_clean()
+
+    def test_annotation_that_is_not_a_dict_is_a_clear_error(self):
+        # eager annotate(3) raises TypeError; compiled: a Dynamo error under fullgraph=True (not an internal
+        # error), and without it annotate runs eagerly and raises the same TypeError
+        def f(x):
+            with fx_traceback.annotate(3):
+                return x.sin()
+
+        with self.assertRaises(TypeError):
+            f(torch.randn(4))
+        with self.assertRaises(torch._dynamo.exc.Unsupported):
+            torch.compile(f, backend="eager", fullgraph=True)(torch.randn(4))
+        torch._dynamo.reset()
+        with self.assertRaises(TypeError):
+            torch.compile(f, backend="eager")(torch.randn(4))
         self.assert_tracing_state_clean()
 
     def test_value_of_no_python_type_is_a_graph_break_naming_its_key_path(self):
@@ -624,102 +648,78 @@ add|""")
                     torch.compile(fn, backend="eager", fullgraph=True)(torch.randn(4))
         self.assert_tracing_state_clean()
 
-    def test_symbolic_slice_bound_is_a_graph_break_not_a_frame_per_size(self):
-        # a slice's own constant reading guards its bounds, which compiled one frame per size: read bound by
-        # bound, a size is the graph break naming it. (range(x.shape[0]) is specialized by Dynamo's range()
-        # itself, annotated or not.)
+    def sizes_and_customs(self, f, args_of, values, **compile_kwargs):
+        """Compile f (fullgraph), call it with args_of(v) for each value, and return the number of graphs and the
+        custom of each node that has one, graph by graph."""
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap, fullgraph=True, **compile_kwargs)
+        for value in values:
+            args = args_of(value)
+            self.assertEqual(compiled(*args), f(*args))
+        return [[n.meta["custom"] for n in gm.graph.nodes if n.op in NODE_OPS and "custom" in n.meta]
+                for gm in cap.dynamo_graphs]
+
+    def test_symbolic_size_is_read_as_its_value_one_graph_per_size(self):
+        # a size is specialized, as guard_if_dyn does: the annotation holds it, each new size compiles again
+        def f(x):
+            with fx_traceback.annotate({"n": x.shape[0]}):
+                return x.cos()
+
+        self.assertEqual(self.sizes_and_customs(f, lambda n: (torch.randn(n),), (4, 5, 6, 5), dynamic=True),
+                         [[{"n": 4}], [{"n": 5}], [{"n": 6}]])
+        self.assert_tracing_state_clean()
+
+    def test_symbolic_slice_bound_is_read_as_its_value(self):
+        # annotate({"v": slice(1, x.shape[0])}) compiles on the release, one graph per size: still
         def f(x):
             with fx_traceback.annotate({"v": slice(1, x.shape[0])}):
                 return x.cos()
 
-        torch._dynamo.reset()
-        with self.assertRaisesRegex(torch._dynamo.exc.Unsupported, r"value at \['v'\]\[1\] is a symbolic int"):
-            torch.compile(f, backend="eager", fullgraph=True, dynamic=True)(torch.randn(4))
+        self.assertEqual(self.sizes_and_customs(f, lambda n: (torch.randn(n),), (4, 5), dynamic=True),
+                         [[{"v": slice(1, 4)}], [{"v": slice(1, 5)}]])
         self.assert_tracing_state_clean()
 
-    def test_traced_symbolic_size_never_specializes_a_graph(self):
-        # without fullgraph, a graph break at the annotate call: the code before it compiles, each graph taking
-        # the size as a symbolic input, and no node holds the size
-        def f(x):
-            y = x * 2
-            with fx_traceback.annotate({"n": x.shape[0]}):
-                y = y.cos()
-            return y + 1
-
-        cap = Capture()
-        compiled = torch.compile(f, backend=cap, dynamic=True)
-        for n in (4, 5, 6):
-            x = torch.randn(n)
-            self.assertEqual(compiled(x), f(x))
-        self.assertNotEqual(cap.dynamo_graphs, [])
-        for gm in cap.dynamo_graphs:
-            self.assertEqual(len([p for p in gm.graph.find_nodes(op="placeholder")
-                                  if isinstance(p.meta["example_value"], torch.SymInt)]), 1)
-        self.assertEqual([n.meta["custom"] for gm in cap.dynamo_graphs for n in gm.graph.nodes
-                          if "custom" in n.meta], [])
-        self.assert_tracing_state_clean()
-
-    def test_an_argument_list_item_is_read_as_an_int_argument_is(self):
-        # automatic dynamic makes an int argument and an int in an argument's list symbolic alike once they
-        # change: both are the same graph break (only a global or closure container's int is read as its value)
-        from torch._dynamo.testing import CompileCounter
-        from torch._dynamo.utils import counters
-
+    def test_int_argument_and_argument_list_item_are_read_as_their_value(self):
+        # automatic dynamic makes an int argument and an int in an argument's list symbolic once they change:
+        # both are read as their value, one graph per value
         def f_int(x, k):
-            y = x * 2
             with fx_traceback.annotate({"n": k}):
-                y = y.cos()
-            return y + 1
+                return x.cos()
 
         def f_list(x, sizes):
-            y = x * 2
             with fx_traceback.annotate({"n": sizes[0]}):
-                y = y.cos()
-            return y + 1
+                return x.cos()
 
-        seen = []
         for f, arg_of in ((f_int, lambda k: k), (f_list, lambda k: [k])):
-            torch._dynamo.reset()
-            counters.clear()
-            cnt = CompileCounter()
-            compiled = torch.compile(f, backend=cnt)
-            for k in (1, 2, 3, 4):
-                x = torch.randn(4)
-                self.assertEqual(compiled(x, arg_of(k)), f(x, arg_of(k)))
-            seen.append((cnt.frame_count, cnt.op_count, len([b for b in counters["graph_break"] if "['n']" in b])))
-        self.assertEqual(seen[0], seen[1])
-        self.assertEqual(seen[0][2], 1)
+            with self.subTest(f.__name__):
+                torch._dynamo.reset()
+                self.assertEqual(self.sizes_and_customs(f, lambda k: (torch.randn(4), arg_of(k)), (1, 2, 3, 2)),
+                                 [[{"n": 1}], [{"n": 2}], [{"n": 3}]])
         self.assert_tracing_state_clean()
 
-    def test_an_int_argument_captured_by_a_nested_function_is_a_graph_break(self):
-        # an argument a nested function captures is a cell of the frame (its source is the cell's contents)
-        # but still one of its inputs: a graph break naming the key, not a graph per value (rf4)
-        from torch._dynamo.utils import counters
-
+    def test_an_int_argument_captured_by_a_nested_function_is_read_as_its_value(self):
         def f(x, k):
             with fx_traceback.annotate({"n": k}):
                 y = x.sin()
             return y + (lambda: k)()
 
-        torch._dynamo.reset()
-        counters.clear()
-        compiled = torch.compile(f, backend="eager")
-        for k in (1, 2, 3):
-            x = torch.randn(4)
-            self.assertEqual(compiled(x, k), f(x, k))
-        self.assertEqual(len([b for b in counters["graph_break"] if "['n']" in b]), 1)
-        torch._dynamo.reset()
-        compiled = torch.compile(f, backend="eager", fullgraph=True)
-        compiled(torch.randn(4), 1)
-        with self.assertRaisesRegex(torch._dynamo.exc.Unsupported, r"value at \['n'\] is a symbolic int"):
-            compiled(torch.randn(4), 2)
+        self.assertEqual(self.sizes_and_customs(f, lambda k: (torch.randn(4), k), (1, 2, 3)),
+                         [[{"n": 1}], [{"n": 2}], [{"n": 3}]])
         self.assert_tracing_state_clean()
 
-    def test_an_int_argument_captured_by_a_nested_function_after_a_graph_break_is_a_graph_break(self):
-        # after a graph break Dynamo resumes in a function whose closure holds the captured argument's cell, not
-        # marked as an input there: still one of the frame's inputs, a graph break, not a graph per value (rg1)
-        from torch._dynamo.utils import counters
+    def annotated_customs_across_a_graph_break(self, f, args_of, values, **compile_kwargs):
+        """Compile f (a graph break in it), call it with args_of(v) for each value, and return the custom of the
+        annotated nodes of each graph that has one."""
+        cap = Capture()
+        compiled = torch.compile(f, backend=cap, **compile_kwargs)
+        for value in values:
+            args = args_of(value)
+            self.assertEqual(compiled(*args), f(*args))
+        customs = [[n.meta["custom"] for n in gm.graph.nodes if n.op in NODE_OPS and "custom" in n.meta]
+                   for gm in cap.dynamo_graphs]
+        return [c for c in customs if c]
 
+    def test_an_int_argument_captured_by_a_nested_function_after_a_graph_break(self):
         def f(x, k):
             def read_k():
                 return k
@@ -730,21 +730,30 @@ add|""")
                 z = y.cos()
             return z + read_k()
 
-        torch._dynamo.reset()
-        counters.clear()
-        cap = Capture()
-        compiled = torch.compile(f, backend=cap)
-        for k in range(1, 7):
-            x = torch.randn(4)
-            self.assertEqual(compiled(x, k), f(x, k))
-        self.assertEqual(len([b for b in counters["graph_break"] if "['n']" in b]), 1)
-        # only the first value, read before k changed and became symbolic
-        self.assertEqual({n.meta["custom"]["n"] for gm in cap.dynamo_graphs for n in gm.graph.nodes
-                          if "custom" in n.meta}, {1})
+        self.assertEqual(self.annotated_customs_across_a_graph_break(f, lambda k: (torch.randn(4), k), (1, 2, 3)),
+                         [[{"n": 1}], [{"n": 2}], [{"n": 3}]])
+        self.assert_tracing_state_clean()
+
+    def test_a_local_copy_read_after_a_graph_break_keeps_its_value(self):
+        # s = d["stage"], a graph break, annotate({"stage": s}): each value is in the annotation (rg7)
+        d = {"stage": 0}
+
+        def f(x):
+            s = d["stage"]
+            y = x.sin()
+            torch._dynamo.graph_break()
+            with fx_traceback.annotate({"stage": s}):
+                return y.cos()
+
+        def args_of(value):
+            d["stage"] = value
+            return (torch.randn(4),)
+
+        self.assertEqual(self.annotated_customs_across_a_graph_break(f, args_of, (0, 1, 2)),
+                         [[{"stage": 0}], [{"stage": 1}], [{"stage": 2}]])
         self.assert_tracing_state_clean()
 
     def test_changed_int_in_the_closure_cell_after_a_graph_break_stays_a_constant(self):
-        # the resume function's closure also holds the compiled function's own closure cells: read as values
         stage = 0
 
         def f(x):
@@ -753,22 +762,16 @@ add|""")
             with fx_traceback.annotate({"stage": stage}):
                 return y.cos()
 
-        torch._dynamo.reset()
-        cap = Capture()
-        compiled = torch.compile(f, backend=cap)
-        for value in (0, 1, 2):
+        def args_of(value):
+            nonlocal stage
             stage = value
-            compiled(torch.randn(4))
-        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
-                          for g in cap.dynamo_graphs if g.graph.find_nodes(op="call_method", target="cos")],
-                         [{"stage": 0}, {"stage": 1}, {"stage": 2}])
+            return (torch.randn(4),)
+
+        self.assertEqual(self.annotated_customs_across_a_graph_break(f, args_of, (0, 1, 2)),
+                         [[{"stage": 0}], [{"stage": 1}], [{"stage": 2}]])
         self.assert_tracing_state_clean()
 
-    def test_a_size_stored_in_the_closure_cell_is_read_as_the_cells_value(self):
-        # the rule goes by where Dynamo reads a value (the root of its source), not where the value came from: a
-        # size the frame stores into its own closure cell, read after a graph break, is read as that cell's value,
-        # one graph per size, as a closure dict's changed int is, until recompile_limit; without the graph break
-        # the same read is a graph break (rg2)
+    def test_a_size_stored_in_the_closure_cell_is_read_as_its_value(self):
         n = 0
 
         def f(x):
@@ -778,15 +781,9 @@ add|""")
             with fx_traceback.annotate({"n": n}):
                 return x.cos()
 
-        torch._dynamo.reset()
-        cap = Capture()
-        compiled = torch.compile(f, backend=cap, dynamic=True)
-        for size in (4, 5, 6):
-            x = torch.randn(size)
-            self.assertEqual(compiled(x), x.cos())
-        self.assertEqual([g.graph.find_nodes(op="call_method", target="cos")[0].meta["custom"]
-                          for g in cap.dynamo_graphs if g.graph.find_nodes(op="call_method", target="cos")],
-                         [{"n": 4}, {"n": 5}, {"n": 6}])
+        self.assertEqual(self.annotated_customs_across_a_graph_break(f, lambda n: (torch.randn(n),), (4, 5, 6),
+                                                                     dynamic=True),
+                         [[{"n": 4}], [{"n": 5}], [{"n": 6}]])
         self.assert_tracing_state_clean()
 
     def cos_customs_per_value(self, f, set_value, values=(0, 1, 2)):
