@@ -28,7 +28,7 @@ NODE_OPS = ("call_function", "call_method", "call_module", "get_attr")
 
 # The releases whose local-dynamo-annotation-constants copy has issue 32's rule (a backed symbolic number is read as
 # its value, an unbacked one is a graph break); the copies not ported yet keep their earlier rule until they are.
-SPECIALIZING_COPIES = {"2.5.1", "2.6.0", "2.7.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"}
+SPECIALIZING_COPIES = {"2.5.1", "2.6.0", "2.7.1", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"}
 requires_specializing_copy = unittest.skipUnless(
     torch.__version__.split("+")[0] in SPECIALIZING_COPIES, "this release's copy has the earlier rule (issue 32)")
 
