@@ -215,11 +215,6 @@ LOCAL_PRIVATE_NAMES = {
     "torch._dynamo.variables.ctx_manager._is_sequence_of_pairs":
         ("164916-dynamo-annotate", "local-dynamo-annotation-constants"),
     "torch._dynamo.variables.ctx_manager._annotation_dict": ("local-dynamo-annotation-constants",),
-    "torch._dynamo.variables.ctx_manager._read_from_a_guarded_container": ("local-dynamo-annotation-constants",),
-    "torch._dynamo.variables.ctx_manager._rooted_outside_the_inputs": ("local-dynamo-annotation-constants",),
-    "torch._dynamo.variables.ctx_manager._own_closure_names": ("local-dynamo-annotation-constants",),
-    # 2.5.1-2.9.1: unimplemented_v2's graph break where the release has it (2.7+), unimplemented() before
-    "torch._dynamo.variables.ctx_manager._graph_break": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._key_path": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._annotation_not_constant": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._annotation_as_dict": ("local-dynamo-annotation-constants",),

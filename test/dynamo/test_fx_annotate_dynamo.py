@@ -9,7 +9,6 @@ import collections
 import enum
 import sys
 import types
-import unittest
 from pathlib import Path
 
 import torch
@@ -25,12 +24,6 @@ from oracle_interpreter import oracle_json, requires_oracle, run_json  # noqa: E
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_PROGRAM = REPO / "test" / "oracle" / "programs" / "dynamo_annotate_program.py"
 NODE_OPS = ("call_function", "call_method", "call_module", "get_attr")
-
-# The releases whose local-dynamo-annotation-constants copy has issue 32's rule (a backed symbolic number is read as
-# its value, an unbacked one is a graph break); the copies not ported yet keep their earlier rule until they are.
-SPECIALIZING_COPIES = {"2.5.1", "2.6.0", "2.7.1", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"}
-requires_specializing_copy = unittest.skipUnless(
-    torch.__version__.split("+")[0] in SPECIALIZING_COPIES, "this release's copy has the earlier rule (issue 32)")
 
 
 def dynamo_table(gm):
@@ -587,7 +580,6 @@ add|""")
             torch.compile(f, backend="eager", fullgraph=True)(torch.randn(2), torch.randn(2))
         self.assert_tracing_state_clean()
 
-    @requires_specializing_copy
     def test_run_time_or_tensor_value_is_a_graph_break_naming_its_key_path(self):
         # a number known only at run time (.item()) or a tensor key cannot be read as a constant: a graph break
         # naming where it sits (an error under fullgraph=True)
@@ -607,7 +599,6 @@ add|""")
                     torch.compile(fn, backend="eager", fullgraph=True, dynamic=True)(torch.randn(4))
         self.assert_tracing_state_clean()
 
-    @requires_specializing_copy
     @torch._dynamo.config.patch(capture_scalar_outputs=True)
     def test_run_time_value_without_fullgraph_is_a_graph_break_at_the_annotate_call(self):
         from torch._dynamo.utils import counters
@@ -622,7 +613,6 @@ add|""")
         self.assertEqual(len([b for b in counters["graph_break"] if "['n']" in b]), 1)
         self.assert_tracing_state_clean()
 
-    @requires_specializing_copy
     def test_annotation_that_is_not_a_dict_is_a_clear_error(self):
         # eager annotate(3) raises TypeError; compiled: a Dynamo error under fullgraph=True (not an internal
         # error), and without it annotate runs eagerly and raises the same TypeError
@@ -669,7 +659,6 @@ add|""")
         return [[n.meta["custom"] for n in gm.graph.nodes if n.op in NODE_OPS and "custom" in n.meta]
                 for gm in cap.dynamo_graphs]
 
-    @requires_specializing_copy
     def test_symbolic_size_is_read_as_its_value_one_graph_per_size(self):
         # a size is specialized, as guard_if_dyn does: the annotation holds it, each new size compiles again
         def f(x):
@@ -680,7 +669,6 @@ add|""")
                          [[{"n": 4}], [{"n": 5}], [{"n": 6}]])
         self.assert_tracing_state_clean()
 
-    @requires_specializing_copy
     def test_symbolic_slice_bound_is_read_as_its_value(self):
         # annotate({"v": slice(1, x.shape[0])}) compiles on the release, one graph per size: still
         def f(x):
@@ -691,7 +679,6 @@ add|""")
                          [[{"v": slice(1, 4)}], [{"v": slice(1, 5)}]])
         self.assert_tracing_state_clean()
 
-    @requires_specializing_copy
     def test_int_argument_and_argument_list_item_are_read_as_their_value(self):
         # automatic dynamic makes an int argument and an int in an argument's list symbolic once they change:
         # both are read as their value, one graph per value
@@ -710,7 +697,6 @@ add|""")
                                  [[{"n": 1}], [{"n": 2}], [{"n": 3}]])
         self.assert_tracing_state_clean()
 
-    @requires_specializing_copy
     def test_an_int_argument_captured_by_a_nested_function_is_read_as_its_value(self):
         def f(x, k):
             with fx_traceback.annotate({"n": k}):
@@ -733,7 +719,6 @@ add|""")
                    for gm in cap.dynamo_graphs]
         return [c for c in customs if c]
 
-    @requires_specializing_copy
     def test_an_int_argument_captured_by_a_nested_function_after_a_graph_break(self):
         def f(x, k):
             def read_k():
@@ -749,7 +734,6 @@ add|""")
                          [[{"n": 1}], [{"n": 2}], [{"n": 3}]])
         self.assert_tracing_state_clean()
 
-    @requires_specializing_copy
     def test_a_local_copy_read_after_a_graph_break_keeps_its_value(self):
         # s = d["stage"], a graph break, annotate({"stage": s}): each value is in the annotation (rg7)
         d = {"stage": 0}
