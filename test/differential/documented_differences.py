@@ -233,6 +233,11 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._trace_state": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._trace_started": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._annotation_entered_in_trace": ("local-annotation-entered-in-trace",),
+    # 2.10.0+: annotate()'s stack of open blocks
+    "torch.fx.traceback._OpenAnnotation": ("local-annotate-exit-any-order",),
+    "torch.fx.traceback._open_annotations": ("local-annotate-exit-any-order",),
+    "torch.fx.traceback._enter_annotation": ("local-annotate-exit-any-order",),
+    "torch.fx.traceback._leave_annotation": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._SeqNrAnnotations": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._note_current_annotation": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._record_seq_nr_annotations": ("local-bw-seq-nr-ranges",),
@@ -241,8 +246,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._dynamo_disable_annotation": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._dynamo_disable_block": ("local-export-nonstrict-custom",),
-    "torch.fx.traceback._forget_closed_disable_blocks": ("local-export-nonstrict-custom",),
-    "torch.fx.traceback._outside_disable_blocks": ("local-export-nonstrict-custom",),
+    "torch.fx.traceback._outside_dynamo_disable_blocks": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._user_annotation_entered_in_trace": ("local-export-nonstrict-custom",),
     "torch._higher_order_ops.utils._AnnotatingInterpreter": ("local-export-nonstrict-custom",),
     # 2.5.1-2.9.1: while exporting, told by the tracer (2.5.1 has no torch.compiler.is_exporting)

@@ -395,6 +395,63 @@ class ExportAnnotateTests(TestCase):
         self.assertEqual(self.disabled_ops(make_module, {"caller": 1}),
                          {"sin": {"caller": 1, "g": 1}, "add": None, "exp": None})
 
+    @unittest.skipIf(torch.__version__ < (2, 10), "the disable wrapper enters no annotate() block before 2.10")
+    def test_disabled_call_leaving_a_generators_block(self):
+        # The forward enters a generator's block and a disabled function exhausts the generator: the wrapper's block
+        # was entered over the generator's, and leaving it must not make the generator's dict current again (review
+        # rg6: add and exp recorded {"caller": 1, "g": 1}, and {"g": 1} stayed current after the export)
+        def make_module(wrap):
+            def steps(x):
+                with fx_traceback.annotate({"g": 1}):
+                    yield x.sin()
+
+            @wrap
+            def finish(it):
+                for _ in it:
+                    pass
+
+            class S(torch.nn.Module):
+                def forward(self, x):
+                    it = steps(x)
+                    y = next(it)
+                    finish(it)
+                    return (y + 1).exp()
+
+            return S()
+
+        for caller in ({"caller": 1}, None):
+            with self.subTest(caller=caller):
+                self.assertEqual(self.disabled_ops(make_module, caller),
+                                 {"sin": {**(caller or {}), "g": 1}, "add": None, "exp": None})
+                self.assertNotIn("custom", fx_traceback.current_meta)
+
+    @unittest.skipIf(torch.__version__ < (2, 10), "local-annotate-exit-any-order is in the series from 2.10 on")
+    def test_generators_block_left_inside_a_later_block(self):
+        # Each op records the blocks open where it runs (review rg6: tan recorded nothing and add and exp {"caller": 1,
+        # "g": 1}). Strict export is not compared: Dynamo pairs each annotate() with a preserve_node_meta(), whose
+        # exit restores the state before it rather than a stack (upstream 2.13 leaves preserve_node_meta on after it).
+        def steps(x):
+            with fx_traceback.annotate({"g": 1}):
+                yield x.sin()
+
+        class S(torch.nn.Module):
+            def forward(self, x):
+                it = steps(x)
+                y = next(it)
+                with fx_traceback.annotate({"m": 1}):
+                    for _ in it:
+                        pass
+                    y = y.tan()
+                return (y + 1).exp()
+
+        torch._dynamo.reset()
+        with fx_traceback.annotate({"caller": 1}):
+            ep = torch.export.export(S(), (torch.randn(2, 4),), strict=False)
+        self.assertEqual({n.name: n.meta.get("custom") for n in ep.graph.nodes},
+                         {"x": None, "sin": {"caller": 1, "g": 1}, "tan": {"caller": 1, "m": 1}, "add": None,
+                          "exp": None, "output": None})
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
     def test_aot_export_module_records_no_custom(self):
         # Outside export, aot_export_module traces with the _ModuleStackTracer export uses, without
         # preserve_node_meta(): it records no annotation, as the release records none, in the module's

@@ -1,8 +1,9 @@
 """torch.fx.traceback.annotate / annotate_fn and the tracing state they
 write (patches 163673-annotate, local-stacktrace-hooks-reset,
-local-annotation-test-helpers)."""
+local-annotation-test-helpers, local-annotate-exit-any-order)."""
 import sys
 import threading
+import unittest
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -58,6 +59,44 @@ class TestAnnotateApi(TestCase):
         self.assertEqual(fx_traceback.current_meta, {})
         self.assertEqual(customs(trace(g, x)), {"sin": {"via": "fn"}, "mul": {"via": "fn"}})
         self.assertEqual(customs(trace(f, x)), {"sin": {"via": "ctx"}, "mul": {"via": "ctx"}})
+
+
+def held_open(annotation):
+    """A generator holding an annotate() block open while suspended."""
+    with fx_traceback.annotate(annotation):
+        yield
+
+
+@unittest.skipIf(torch.__version__ < (2, 10), "local-annotate-exit-any-order is in the series from 2.10 on")
+class TestAnnotateExitAnyOrder(TestCase):
+    # A block left from under a later one (a suspended generator's) leaves current what the open blocks give; the
+    # release puts back the dict each block was entered over, so the later block's exit made the generator's dict
+    # current again after its block had ended (review rg6).
+    def test_block_left_inside_a_later_block(self):
+        with fx_traceback.annotate({"caller": 1}):
+            caller = fx_traceback.current_meta["custom"]
+            it = held_open({"g": 1})
+            next(it)
+            with fx_traceback.annotate({"m": 1}):
+                for _ in it:
+                    pass
+                self.assertEqual(fx_traceback.current_meta["custom"], {"caller": 1, "m": 1})
+            self.assertIs(fx_traceback.current_meta["custom"], caller)
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_nodes_traced_after_a_block_is_left_out_of_order(self):
+        def f(x):
+            it = held_open({"g": 1})
+            next(it)
+            with fx_traceback.annotate({"m": 1}):
+                x = x.sin()
+                for _ in it:
+                    pass
+                x = x.cos()
+            return x.tan()
+
+        self.assertEqual(customs(trace(f, torch.randn(3))), {"sin": {"g": 1, "m": 1}, "cos": {"m": 1}, "tan": None})
+        self.assertNotIn("custom", fx_traceback.current_meta)
 
 
 class TestAnnotateMakeFx(TestCase):
