@@ -248,6 +248,9 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._dynamo_disable_block": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._outside_dynamo_disable_blocks": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._user_annotation_entered_in_trace": ("local-export-nonstrict-custom",),
+    # 2.10.0+: non-strict export's opt-in around its trace
+    "torch.fx.traceback._record_user_annotations": ("local-export-nonstrict-custom",),
+    "torch.fx.traceback._records_user_annotations": ("local-export-nonstrict-custom",),
     "torch._higher_order_ops.utils._AnnotatingInterpreter": ("local-export-nonstrict-custom",),
     # 2.5.1-2.9.1: while exporting, told by the tracer (2.5.1 has no torch.compiler.is_exporting)
     "torch._higher_order_ops.utils._tracing_for_export": ("local-export-nonstrict-custom",),

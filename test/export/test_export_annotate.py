@@ -482,6 +482,40 @@ class ExportAnnotateTests(TestCase):
                 self.assertNotEqual(ops, [])
                 self.assertEqual([(n.name, n.meta["custom"]) for n in ops if "custom" in n.meta], [])
 
+    def test_make_fx_inside_an_exported_forward_records_no_custom(self):
+        # Non-strict export opts its own trace in (torch.export._trace enters fx.traceback._record_user_annotations);
+        # a make_fx that the forward runs, with the _ModuleStackTracer export uses and a cond, records no annotation
+        # without preserve_node_meta(), as outside export (review rg6: it did while torch.compiler.is_exporting())
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        def sin(x):
+            with fx_traceback.annotate({"b": 2}):
+                return x.sin()
+
+        class Inner(torch.nn.Module):
+            def forward(self, p, x):
+                with fx_traceback.annotate({"inner": 1}):
+                    return torch.cond(p, sin, torch.cos, (x.cos(),))
+
+        def run(p, x):
+            return run._orig_mod(p, x)
+
+        run._orig_mod = Inner()  # make_fx's record_module_stack traces with _ModuleStackTracer for such a callable
+        inner = []
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                with fx_traceback.annotate({"outer": 1}):
+                    inner.append(make_fx(run, record_module_stack=True)(torch.tensor(True), torch.randn(3)))
+                    return x.cos()
+
+        ep = self.export(False, M())
+        self.assertEqual(customs(ep)["aten.cos.default"], {"outer": 1})
+        (gm,) = inner
+        nodes = [n for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes]
+        self.assertIn("sin", [n.name for n in nodes])
+        self.assertEqual({n.name: n.meta["custom"] for n in nodes if "custom" in n.meta}, {})
+
     def test_plain_make_fx_of_cond_is_unchanged(self):
         # Outside export, make_fx without preserve_node_meta() records no annotation, in a branch's
         # block or around the cond, and calls the branch graphs as the release does, with no fx
