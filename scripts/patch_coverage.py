@@ -105,6 +105,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "upstream's regional Inductor pass (2.10+), which a program runs only to compile the nodes it annotates "
         "compile_with_inductor (local-regional-inductor-linear-partitions changes its grouping)",
     # a module-level class, used only while exporting
+    ("torch/_higher_order_ops/utils.py", "_AnnotatingInterpreter.__init__"): _ANNOTATED_BODY,
     ("torch/_higher_order_ops/utils.py", "_AnnotatingInterpreter.run_node"): _ANNOTATED_BODY,
     ("torch/_higher_order_ops/utils.py", "_tracing_for_export"): _ANNOTATED_BODY,  # 2.5.1-2.9.1
     ("torch/fx/traceback.py", "_ActiveAnnotateBlocks.__init__"):

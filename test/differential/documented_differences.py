@@ -252,6 +252,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._record_user_annotations": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._records_user_annotations": ("local-export-nonstrict-custom",),
     "torch._higher_order_ops.utils._AnnotatingInterpreter": ("local-export-nonstrict-custom",),
+    "torch._higher_order_ops.utils._body_compiled_under": ("local-export-nonstrict-custom",),
     # 2.5.1-2.9.1: while exporting, told by the tracer (2.5.1 has no torch.compiler.is_exporting)
     "torch._higher_order_ops.utils._tracing_for_export": ("local-export-nonstrict-custom",),
     # 2.5.1-2.9.1: while torch.export traces, told by torch.export._trace's module hierarchy (set by export only)
@@ -270,6 +271,8 @@ LOCAL_MODULE_IMPORTS = {
     "torch.fx.traceback.threading": ("local-annotation-entered-in-trace",),  # 2.5.1-2.9.1 lack it
     "torch.fx.traceback.bisect": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._get_sequence_nr": ("local-bw-seq-nr-ranges",),
+    # 2.10.0+: the annotation each cond body was compiled under, per body graph
+    "torch._higher_order_ops.utils.weakref": ("local-export-nonstrict-custom",),
     "torch._functorch._aot_autograd.logging_utils.weakref": ("local-stacktrace-hooks-reset",),
     # 2.10.0+: where torch disables a function that runs a whole trace, it marks it (a decorator at module level)
     "torch._dynamo.eval_frame._UNANNOTATED_WHEN_DISABLED": ("local-export-no-internal-keys",),
