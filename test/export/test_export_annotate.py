@@ -507,6 +507,12 @@ class ExportAnnotateTests(TestCase):
                 self.assertNotEqual(ops, [])
                 self.assertEqual([(n.name, n.meta["custom"]) for n in ops if "custom" in n.meta], [])
 
+    @unittest.skipIf(
+        (2, 11) <= torch.__version__ < (2, 12),
+        "on 2.11 torch.cond's compile under a make_fx inside non-strict export fails Dynamo's own guard check "
+        "('Guard failed on the same frame it was created': a torch function mode's torch_fn_counts); "
+        "2.10, 2.12 and later pass",
+    )
     def test_make_fx_inside_an_exported_forward_records_no_custom(self):
         # Non-strict export opts its own trace in (torch.export._trace enters fx.traceback._record_user_annotations);
         # a make_fx that the forward runs, with the _ModuleStackTracer export uses and a cond, records no annotation
