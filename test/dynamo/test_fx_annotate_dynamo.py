@@ -9,6 +9,7 @@ import collections
 import enum
 import sys
 import types
+import unittest
 from pathlib import Path
 
 import torch
@@ -24,6 +25,12 @@ from oracle_interpreter import oracle_json, requires_oracle, run_json  # noqa: E
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_PROGRAM = REPO / "test" / "oracle" / "programs" / "dynamo_annotate_program.py"
 NODE_OPS = ("call_function", "call_method", "call_module", "get_attr")
+
+# The releases whose copy also has review rg8's fixes (issue 32): the keys of each dict read are guarded, a torch.Size
+# is read size by size, a dict or list that holds itself is a graph break naming it, a frame input is realized first.
+SHAPE_AND_CYCLE_COPIES = {"2.15.0"}
+requires_shape_and_cycle_copy = unittest.skipUnless(
+    torch.__version__.split("+")[0] in SHAPE_AND_CYCLE_COPIES, "this release's copy lacks review rg8's fixes")
 
 
 def dynamo_table(gm):
@@ -695,6 +702,89 @@ add|""")
                 torch._dynamo.reset()
                 self.assertEqual(self.sizes_and_customs(f, lambda k: (torch.randn(4), arg_of(k)), (1, 2, 3, 2)),
                                  [[{"n": 1}], [{"n": 2}], [{"n": 3}]])
+        self.assert_tracing_state_clean()
+
+    @requires_shape_and_cycle_copy
+    def test_key_added_to_a_decorator_dict_or_a_nested_dict_recompiles(self):
+        # the keys of every dict read are guarded, as its values are
+        dec = {"stage": 0, "m": {"a": 1}}
+
+        @fx_traceback.annotate_fn(dec)
+        def decorated_cos(x):
+            return x.cos()
+
+        def args_of(step):
+            if step == 1:
+                dec["new"] = 1
+            elif step == 2:
+                dec["m"]["b"] = 2
+            return (torch.randn(4),)
+
+        self.assertEqual(self.sizes_and_customs(lambda x: decorated_cos(x) + 1, args_of, (0, 1, 2, 2)),
+                         [[{"stage": 0, "m": {"a": 1}}], [{"stage": 0, "m": {"a": 1}, "new": 1}],
+                          [{"stage": 0, "m": {"a": 1, "b": 2}, "new": 1}]])
+        self.assert_tracing_state_clean()
+
+    @requires_shape_and_cycle_copy
+    def test_shape_is_read_as_a_torch_size_one_graph_per_shape(self):
+        # x.shape once automatic dynamic made it symbolic: each size read as its value, a torch.Size as in eager
+        def f(x):
+            with fx_traceback.annotate({"shape": x.shape}):
+                return x.cos()
+
+        customs = self.sizes_and_customs(f, lambda n: (torch.randn(n, 2),), (4, 5, 6, 5))
+        self.assertEqual(customs, [[{"shape": torch.Size([n, 2])}] for n in (4, 5, 6)])
+        self.assertEqual({type(c[0]["shape"]) for c in customs}, {torch.Size})
+        self.assert_tracing_state_clean()
+
+    @requires_shape_and_cycle_copy
+    def test_size_marked_dynamic_fails_as_any_specialization_of_it(self):
+        # reading a size specializes it: a size marked dynamic gets the constraint-violation error any
+        # specialization of it gets (not a graph break)
+        from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+        def f(x):
+            with fx_traceback.annotate({"n": x.shape[0]}):
+                return x.cos()
+
+        x = torch.randn(4)
+        torch._dynamo.mark_dynamic(x, 0)
+        with self.assertRaises(ConstraintViolationError):
+            torch.compile(f, backend="eager", fullgraph=True)(x)
+        self.assert_tracing_state_clean()
+
+    @requires_shape_and_cycle_copy
+    def test_dict_or_list_that_holds_itself_is_a_graph_break_naming_it(self):
+        cyclic_dict = {"stage": 0}
+        cyclic_dict["m"] = [0, cyclic_dict]
+        cyclic_list = [0]
+        cyclic_list.append(cyclic_list)
+
+        def by_dict(x):
+            with fx_traceback.annotate(cyclic_dict):
+                return x.cos()
+
+        def by_list(x):
+            with fx_traceback.annotate({"l": cyclic_list}):
+                return x.cos()
+
+        for fn, message in ((by_dict, r"value at \['m'\]\[1\] is dict, which holds itself"),
+                            (by_list, r"value at \['l'\]\[1\] is list, which holds itself")):
+            with self.subTest(fn.__name__):
+                torch._dynamo.reset()
+                with self.assertRaisesRegex(torch._dynamo.exc.Unsupported, message):
+                    torch.compile(fn, backend="eager", fullgraph=True)(torch.randn(4))
+        self.assert_tracing_state_clean()
+
+    @requires_shape_and_cycle_copy
+    def test_argument_list_of_pairs_is_read_value_by_value(self):
+        # a frame input's list of pairs whose int changes: read as a dict's values are, one graph per value
+        def f(x, pairs):
+            with fx_traceback.annotate(pairs):
+                return x.cos()
+
+        self.assertEqual(self.sizes_and_customs(f, lambda k: (torch.randn(4), [("n", k)]), (1, 2, 3, 2)),
+                         [[{"n": 1}], [{"n": 2}], [{"n": 3}]])
         self.assert_tracing_state_clean()
 
     def test_an_int_argument_captured_by_a_nested_function_is_read_as_its_value(self):
