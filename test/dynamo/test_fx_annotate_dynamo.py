@@ -28,7 +28,7 @@ NODE_OPS = ("call_function", "call_method", "call_module", "get_attr")
 
 # The releases whose copy also has review rg8's fixes (issue 32): the keys of each dict read are guarded, a torch.Size
 # is read size by size, a dict or list that holds itself is a graph break naming it, a frame input is realized first.
-SHAPE_AND_CYCLE_COPIES = {"2.5.1", "2.6.0", "2.7.1", "2.9.1", "2.10.0", "2.11.0", "2.13.0", "2.14.1", "2.15.0"}
+SHAPE_AND_CYCLE_COPIES = {"2.5.1", "2.6.0", "2.7.1", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"}
 requires_shape_and_cycle_copy = unittest.skipUnless(
     torch.__version__.split("+")[0] in SHAPE_AND_CYCLE_COPIES, "this release's copy lacks review rg8's fixes")
 
