@@ -9,7 +9,6 @@ import collections
 import enum
 import sys
 import types
-import unittest
 from pathlib import Path
 
 import torch
@@ -25,12 +24,6 @@ from oracle_interpreter import oracle_json, requires_oracle, run_json  # noqa: E
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_PROGRAM = REPO / "test" / "oracle" / "programs" / "dynamo_annotate_program.py"
 NODE_OPS = ("call_function", "call_method", "call_module", "get_attr")
-
-# The releases whose copy also has review rg8's fixes (issue 32): the keys of each dict read are guarded, a torch.Size
-# is read size by size, a dict or list that holds itself is a graph break naming it, a frame input is realized first.
-SHAPE_AND_CYCLE_COPIES = {"2.5.1", "2.6.0", "2.7.1", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"}
-requires_shape_and_cycle_copy = unittest.skipUnless(
-    torch.__version__.split("+")[0] in SHAPE_AND_CYCLE_COPIES, "this release's copy lacks review rg8's fixes")
 
 
 def dynamo_table(gm):
@@ -704,7 +697,6 @@ add|""")
                                  [[{"n": 1}], [{"n": 2}], [{"n": 3}]])
         self.assert_tracing_state_clean()
 
-    @requires_shape_and_cycle_copy
     def test_key_added_to_a_decorator_dict_or_a_nested_dict_recompiles(self):
         # the keys of every dict read are guarded, as its values are
         dec = {"stage": 0, "m": {"a": 1}}
@@ -725,7 +717,6 @@ add|""")
                           [{"stage": 0, "m": {"a": 1, "b": 2}, "new": 1}]])
         self.assert_tracing_state_clean()
 
-    @requires_shape_and_cycle_copy
     def test_shape_is_read_as_a_torch_size_one_graph_per_shape(self):
         # x.shape once automatic dynamic made it symbolic: each size read as its value, a torch.Size as in eager
         def f(x):
@@ -737,7 +728,6 @@ add|""")
         self.assertEqual({type(c[0]["shape"]) for c in customs}, {torch.Size})
         self.assert_tracing_state_clean()
 
-    @requires_shape_and_cycle_copy
     def test_size_marked_dynamic_fails_as_any_specialization_of_it(self):
         # reading a size specializes it: a size marked dynamic gets the constraint-violation error any
         # specialization of it gets (not a graph break)
@@ -753,7 +743,6 @@ add|""")
             torch.compile(f, backend="eager", fullgraph=True)(x)
         self.assert_tracing_state_clean()
 
-    @requires_shape_and_cycle_copy
     def test_dict_or_list_that_holds_itself_is_a_graph_break_naming_it(self):
         cyclic_dict = {"stage": 0}
         cyclic_dict["m"] = [0, cyclic_dict]
@@ -778,7 +767,6 @@ add|""")
                     torch.compile(fn, backend="eager", fullgraph=True)(torch.randn(4))
         self.assert_tracing_state_clean()
 
-    @requires_shape_and_cycle_copy
     def test_argument_list_of_pairs_is_read_value_by_value(self):
         # a frame input's list of pairs whose int changes: read as a dict's values are, one graph per value
         def f(x, pairs):
