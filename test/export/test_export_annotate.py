@@ -95,6 +95,13 @@ def true_branch_customs(ep):
             for cond in gm.graph.nodes if cond.op == "call_function" and cond.target is torch.ops.higher_order.cond]
 
 
+def sin_in_a_g_block(x):
+    """A generator that yields x.sin() inside annotate({"g": 1}) and leaves the block only when exhausted: the
+    out-of-order block exits of the generator tests."""
+    with fx_traceback.annotate({"g": 1}):
+        yield x.sin()
+
+
 def shift_calling_scale(wrap):
     """shift(x) = scale(x.cos()) + 1 with scale(x) = x * 2, both wrapped by ``wrap``: the nested disabled calls of
     the disable-wrapper tests."""
@@ -399,17 +406,13 @@ class ExportAnnotateTests(TestCase):
         # block: without one, the generator's exit leaves the wrapper's dict current after the export, in eager
         # code too (annotate() restores what it was entered over).
         def make_module(wrap):
-            def steps(x):
-                with fx_traceback.annotate({"g": 1}):
-                    yield x.sin()
-
             @wrap
             def start(it):
                 return next(it)
 
             class S(torch.nn.Module):
                 def forward(self, x):
-                    it = steps(x)
+                    it = sin_in_a_g_block(x)
                     y = start(it)
                     for _ in it:
                         pass
@@ -426,10 +429,6 @@ class ExportAnnotateTests(TestCase):
         # was entered over the generator's, and leaving it must not make the generator's dict current again (review
         # rg6: add and exp recorded {"caller": 1, "g": 1}, and {"g": 1} stayed current after the export)
         def make_module(wrap):
-            def steps(x):
-                with fx_traceback.annotate({"g": 1}):
-                    yield x.sin()
-
             @wrap
             def finish(it):
                 for _ in it:
@@ -437,7 +436,7 @@ class ExportAnnotateTests(TestCase):
 
             class S(torch.nn.Module):
                 def forward(self, x):
-                    it = steps(x)
+                    it = sin_in_a_g_block(x)
                     y = next(it)
                     finish(it)
                     return (y + 1).exp()
@@ -455,13 +454,9 @@ class ExportAnnotateTests(TestCase):
         # Each op records the blocks open where it runs (review rg6: tan recorded nothing and add and exp {"caller": 1,
         # "g": 1}). Strict export is not compared: Dynamo pairs each annotate() with a preserve_node_meta(), whose
         # exit restores the state before it rather than a stack (upstream 2.13 leaves preserve_node_meta on after it).
-        def steps(x):
-            with fx_traceback.annotate({"g": 1}):
-                yield x.sin()
-
         class S(torch.nn.Module):
             def forward(self, x):
-                it = steps(x)
+                it = sin_in_a_g_block(x)
                 y = next(it)
                 with fx_traceback.annotate({"m": 1}):
                     for _ in it:
