@@ -80,6 +80,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.python_type"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.reconstruct_type"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.clone"): _DYNAMO_ANNOTATE,
+    ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.create"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_from_variable"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_is_sequence_of_pairs"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_as_dict"): _DYNAMO_ANNOTATE,
