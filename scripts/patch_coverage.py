@@ -117,10 +117,13 @@ ALLOWED: dict[tuple[str, str], str] = {
         "_ScopeEnter.codegen",
         "_ScopeExit.__init__", "_ScopeExit.codegen", "_origins_of", "_annotated", "_keyed", "_runs_python",
         "_fx_wrapper_class",
-        "_write_comment")},
+        "_write_comment", "cache_key_annotations")},
     **{("torch/_inductor/eager_annotation_scopes.py", name): _KERNEL_ANNOTATIONS_ON_EAGER for name in (
-        "add_eager_scopes", "_scope_name", "_is_backward", "_does_no_work", "exit_scopes_on_error",
-        "_open_handles")},
+        "add_eager_scopes", "_scope_name", "_is_backward", "_does_no_work", "_close_scopes_on_error",
+        "ops_filter_with_scopes", "ScopeClosingInterpreter.run")},
+    # aot_eager's compiler with the scopes on, on the releases whose boxed_nop runs an fx.Interpreter (2.5.1-2.9.1)
+    ("torch/_dynamo/backends/debugging.py", "_boxed_nop_with_eager_scopes.<locals>.run_closing_scopes"):
+        _KERNEL_ANNOTATIONS_ON_EAGER,
     # The call sites of Triton kernels (the same kernel_call as the C++ kernels' flush, which the corpus reaches):
     # the corpus runs on CPU, where Inductor generates C++ kernels only.
     **{("torch/_inductor/codegen/simd.py", name): _TRITON_ONLY for name in (

@@ -532,6 +532,23 @@ def compile_inductor_aot_cache(obs):
             _train_step(obs, f"step{step}", model, torch.compile(model, backend="inductor"), torch.randn(3, 8))
 
 
+@program()
+def compile_aot_eager_bundled_cache(obs):
+    """aot_eager with its graphs in the bundled AOTAutograd cache (off by default): a cold compile, then a warm
+    one after a reset, which loads the stored graph modules (AOTEagerOutputCode.post_compile)."""
+    import torch._functorch.config as functorch_config
+
+    if not hasattr(functorch_config, "bundled_autograd_cache"):
+        obs.result("bundled cache", "this release has no bundled_autograd_cache")
+        return
+    with functorch_config.patch(force_autograd_cache=True, bundled_autograd_cache=True):
+        for step in range(2):
+            torch._dynamo.reset()
+            torch.manual_seed(0)
+            model = MLP()
+            _train_step(obs, f"step{step}", model, torch.compile(model, backend="aot_eager"), torch.randn(3, 8))
+
+
 # --- activation checkpointing -----------------------------------------------------------------------------
 
 class Checkpointed(nn.Module):

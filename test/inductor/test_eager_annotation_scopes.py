@@ -9,6 +9,7 @@ are the ones AOTAutograd hands over and no scope is recorded. Upstream (through
 import contextlib
 import gc
 import operator
+import pickle
 import unittest
 
 import torch
@@ -300,12 +301,20 @@ class TestRegionalInductorScopes(TestCase):
 
 
 @torch.fx.wrap
-def gather(x, index):
+def gather(x, dim, index):
     """index_select called from Python, as a custom op's Python kernel calls an
-    op: an error raised here keeps its traceback through GraphModule's
-    ``__call__``, which drops the traceback of an error raised on a line of the
-    generated code itself."""
-    return torch.index_select(x, 0, index)
+    op: the run raises inside a function the graph calls."""
+    return torch.index_select(x, dim, index)
+
+
+def gathered(x, index):
+    """relu, gather and exp: the graph calls gather, a global fx.wrap keeps."""
+    return torch.exp(gather(torch.relu(x), 0, index))
+
+
+def selected(x, index):
+    """The same with the op itself, which a graph the cache stores can hold."""
+    return torch.exp(torch.ops.aten.index_select.default(torch.relu(x), 0, index))
 
 
 class TestRunThatRaises(TestCase):
@@ -315,12 +324,9 @@ class TestRunThatRaises(TestCase):
     # end it, so the compilers' callables are called directly.
     GATHER = {"region": "gather"}
 
-    def graph(self):
-        """relu, gather and exp, all in the gather region."""
-
-        def f(x, index):
-            return torch.exp(gather(torch.relu(x), index))
-
+    def graph(self, f=gathered):
+        """``f`` (:func:`gathered` or :func:`selected`) traced, all its ops in
+        the gather region."""
         gm = torch.fx.symbolic_trace(f)
         for node in gm.graph.nodes:
             if node.op == "call_function":
@@ -351,9 +357,29 @@ class TestRunThatRaises(TestCase):
         self.assertIn("aten::index_select", inside)
         self.assertNotIn("aten::sin", inside)
 
+    def test_cached_aot_eager_scope_ends_where_the_run_raises(self):
+        # the graph module AOTAutogradCache stores and loads (bundled) keeps
+        # the code that ends the scope
+        if not hasattr(debugging, "AOTEagerOutputCode"):
+            raise unittest.SkipTest("this torch's cache keeps no aot_eager graph")
+        with (
+            inductor_config.patch(kernel_annotations=True),
+            functorch_config.patch(bundled_autograd_cache=True),
+        ):
+            graph = self.graph(selected)
+            stored = debugging._boxed_nop_with_eager_scopes(graph, [])
+        stored.prepare_for_serialization()
+        served = pickle.loads(pickle.dumps(stored))
+        served.post_compile()
+        inside = self.ops_in_scope_after_raising(lambda *args: served(list(args)))
+        self.assertIn("aten::index_select", inside)
+        self.assertNotIn("aten::sin", inside)
+
     def test_regional_scope_ends_where_the_run_raises(self):
         with inductor_config.patch(kernel_annotations=True):
             compiled = regional_inductor(self.graph())
+        # the pass hands out a graph module, with its graph and code
+        self.assertIsInstance(compiled, torch.fx.GraphModule)
         inside = self.ops_in_scope_after_raising(compiled)
         self.assertIn("aten::index_select", inside)
         self.assertNotIn("aten::sin", inside)
@@ -427,6 +453,54 @@ class TestAotAutogradCache(TestCase):
         self.assertEqual(counters["aot_autograd"]["autograd_cache_miss"], 1)
         names = [e.name for e in scopes(prof.events())]
         self.assertEqual(names, ["annotation cfg='{1: 'a', 'b': 2}'"])
+
+
+class TestRegionalAotAutogradCache(TestCase):
+    # From 2.11 AOTAutogradCache keeps the graphs regional_inductor returns
+    # (RegionalOutputCode, with force_autograd_cache).
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not hasattr(functorch_config, "force_autograd_cache"):
+            raise unittest.SkipTest(
+                "this torch's AOTAutogradCache keeps no regional graph"
+            )
+
+    def test_regional_graph_with_scopes_is_stored_and_served(self):
+        # regional_inductor's graph holds the profiler ops of its scopes:
+        # AOTAutogradCache stores it (strict: a graph it cannot store fails the
+        # compile) and the next compile is served from the cache, with scopes.
+        def run():
+            torch._dynamo.reset()
+            counters.clear()
+            model = make(mlp=COMPILED_MLP)
+            backend = aot_autograd(
+                fw_compiler=regional_inductor, bw_compiler=regional_inductor
+            )
+            compiled = torch.compile(model, backend=backend)
+            step(compiled, model)
+            with torch.profiler.profile() as prof:
+                step(compiled, model)
+            cache = counters["aot_autograd"]
+            names = {e.name for e in scopes(prof.events())}
+            return cache["autograd_cache_hit"], cache["autograd_cache_miss"], names
+
+        with (
+            fresh_inductor_cache(),
+            functorch_config.patch(
+                force_autograd_cache=True,
+                bundled_autograd_cache=True,
+                strict_autograd_cache=True,
+            ),
+            inductor_config.patch(kernel_annotations=True),
+        ):
+            stored, served = run(), run()
+        torch._dynamo.reset()
+        # the first compile misses (its regions' compiles too), the second hits
+        self.assertEqual(stored[0], 0)
+        self.assertEqual(served[:2], (1, 0))
+        self.assertIn(scope(ATTENTION), served[2])
+        self.assertEqual(served[2], stored[2])
 
 
 if __name__ == "__main__":
