@@ -42,6 +42,12 @@ def scope(custom, backward=False):
     return "annotation " + items + suffix
 
 
+# the scopes of a training step of Block(): its attention and MLP regions
+FORWARD_AND_BACKWARD_SCOPES = {
+    scope(custom, backward) for custom in (ATTENTION, MLP) for backward in (False, True)
+}
+
+
 class Block(torch.nn.Module):
     """An attention-like softmax, an MLP and a head, each in a region of its own
     (the head's only when ``head`` is given), and a scaling of one output in a
@@ -164,12 +170,7 @@ class TestAotEagerScopes(TestCase):
 
     def test_forward_and_backward_regions_are_scoped(self):
         names = {e.name for e in scopes(self.on_events)}
-        expected = {
-            scope(custom, backward)
-            for custom in (ATTENTION, MLP)
-            for backward in (False, True)
-        }
-        self.assertEqual(names, expected)
+        self.assertEqual(names, FORWARD_AND_BACKWARD_SCOPES)
 
     def test_each_scope_holds_its_regions_ops(self):
         self.assertIn("aten::_softmax", ops_inside(self.on_events, scope(ATTENTION)))
@@ -192,13 +193,13 @@ class TestAotEagerScopes(TestCase):
 
     def test_every_aot_eager_backend_records_the_scopes(self):
         # aot_eager_decomp_partition, which runs Inductor's decompositions and
-        # partitioner, compiles with get_nop_func: the same scopes as aot_eager
-        _, events = profile_step(
-            make(), "aot_eager_decomp_partition", kernel_annotations=True
-        )
-        self.assertEqual(
-            {e.name for e in scopes(events)}, {e.name for e in scopes(self.on_events)}
-        )
+        # partitioner, compiles with get_nop_func, and
+        # aot_eager_default_partitioner: the same scopes as aot_eager
+        backends = ("aot_eager_decomp_partition", "aot_eager_default_partitioner")
+        for backend in backends:
+            _, events = profile_step(make(), backend, kernel_annotations=True)
+            names = {e.name for e in scopes(events)}
+            self.assertEqual(names, FORWARD_AND_BACKWARD_SCOPES, backend)
 
     def test_flag_off_records_no_scope(self):
         self.assertEqual(scopes(self.off_events), [])
@@ -230,10 +231,11 @@ class TestAotEagerScopes(TestCase):
             self.assertFalse(any(n.meta.get("custom") for n in scoped))
 
     def test_shared_boxed_nop_adds_no_scope(self):
-        # boxed_nop is shared: cudagraphs calls it on graphs whose calls
-        # Inductor compiled, whose kernels have scopes of their own. Only
-        # aot_eager's compiler adds scopes, so a compiled call gets no eager
-        # scope around them.
+        # boxed_nop has other callers: the cudagraphs backend, whose CUDA-graph
+        # replays run no CPU-side scope op, and (from 2.11)
+        # regional_inductor_invoke_subgraph, whose graph calls the kernels
+        # Inductor compiled, which have scopes of their own. Only the aot_eager
+        # backends' compiler adds scopes.
         seen = compile_with(boxed_nop, make(), kernel_annotations=True)
         self.assertEqual(len(seen), 2)
         for before, after, scoped, _ in seen:
