@@ -5,9 +5,13 @@ release with the option off (the default) and with it on, side by side.
 usage: .venv/bin/python bench/kernel_annotations_cost.py [--layers N ...] [--pairs N]
 Every measurement is a fresh process (bench_compile.run: one thread, its own Inductor cache, FX graph and
 AOTAutograd caches off, so every run compiles); the sides take turns, in an order rotated every round, and only
-ratios measured in this one run are printed. Targets: off / vanilla compile <= 1.01 and step <= 1.01 (the option
-off writes nothing, so the output code is the release's); on / off is the option's own cost: the comments and
-scopes at compile time, one record_function per kernel and extern call at run time.
+ratios measured in this one run are printed. The vanilla release has no annotate, so its side compiles the model
+without annotations (transformer_workload.py's null context): off / vanilla is the whole series' cost of compiling
+an annotated model, whose target is bench_compile.py's (compile <= 1.02), and the step's (<= 1.01: the option off
+writes nothing, so the output code is the release's). What the option itself costs when off is not a time this
+machine resolves: count it with `bench/compile_calls.py --backend inductor --attention sdpa` (the option's
+functions in its list of calls only the patched side makes). on / off is the option's own cost when on: the
+comments and scopes at compile time, one record_function per kernel and extern call at run time.
 """
 import argparse
 import os
@@ -23,7 +27,8 @@ sys.path.insert(0, str(HERE.parent / "test" / "overlay"))
 from bench_compile import run  # noqa: E402
 from scratch_torch import VENV, ScratchTorch  # noqa: E402
 
-TARGETS = {("off", "compile_cpu_s"): 1.01, ("off", "step_s"): 1.01}
+# bench_compile.py's targets for the annotated model (see the docstring)
+TARGETS = {("off", "compile_cpu_s"): 1.02, ("off", "step_s"): 1.01}
 
 
 def measure(python, layers, cache, option_on):
