@@ -236,9 +236,9 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._trace_state": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._trace_started": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._annotation_entered_in_trace": ("local-annotation-entered-in-trace",),
-    # 2.10.0+: annotate()'s stack of open blocks
-    "torch.fx.traceback._OpenAnnotation": ("local-annotate-exit-any-order",),
-    "torch.fx.traceback._open_annotations": ("local-annotate-exit-any-order",),
+    # 2.10.0+: annotate()'s record of each block entered, and the one whose dict it made current last
+    "torch.fx.traceback._AnnotationBlock": ("local-annotate-exit-any-order",),
+    "torch.fx.traceback._last_annotation_block": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._enter_annotation": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._leave_annotation": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._SeqNrAnnotations": ("local-bw-seq-nr-ranges",),
@@ -247,15 +247,17 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
     # the keys torch._dynamo.disable's wrapper writes while exporting (2.10.0+), Dynamo writes them from there
     "torch.fx.traceback._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),
-    "torch.fx.traceback._dynamo_disable_annotation": ("local-export-nonstrict-custom",),
-    "torch.fx.traceback._dynamo_disable_block": ("local-export-nonstrict-custom",),
-    "torch.fx.traceback._outside_dynamo_disable_blocks": ("local-export-nonstrict-custom",),
+    # 2.10.0+: how many annotate() blocks have been entered (a trace keeps the number it starts at), and what
+    # non-strict export records from the current block
+    "torch.fx.traceback._annotation_entries": ("local-export-nonstrict-custom",),
+    "torch.fx.traceback._user_annotation_to_record": ("local-export-nonstrict-custom",),
+    # 2.5.1-2.9.1
     "torch.fx.traceback._user_annotation_entered_in_trace": ("local-export-nonstrict-custom",),
     # 2.10.0+: non-strict export's opt-in around its trace
     "torch.fx.traceback._record_user_annotations": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._records_user_annotations": ("local-export-nonstrict-custom",),
+    # 2.5.1-2.9.1
     "torch._higher_order_ops.utils._AnnotatingInterpreter": ("local-export-nonstrict-custom",),
-    "torch._higher_order_ops.utils._body_compiled_under": ("local-export-nonstrict-custom",),
     # 2.5.1-2.9.1: while exporting, told by the tracer (2.5.1 has no torch.compiler.is_exporting)
     "torch._higher_order_ops.utils._tracing_for_export": ("local-export-nonstrict-custom",),
     # 2.5.1-2.9.1: while torch.export traces, told by torch.export._trace's module hierarchy (set by export only)
@@ -274,8 +276,6 @@ LOCAL_MODULE_IMPORTS = {
     "torch.fx.traceback.threading": ("local-annotation-entered-in-trace",),  # 2.5.1-2.9.1 lack it
     "torch.fx.traceback.bisect": ("local-bw-seq-nr-ranges",),
     "torch.fx.traceback._get_sequence_nr": ("local-bw-seq-nr-ranges",),
-    # 2.10.0+: the annotation each cond body was compiled under, per body graph
-    "torch._higher_order_ops.utils.weakref": ("local-export-nonstrict-custom",),
     "torch._functorch._aot_autograd.logging_utils.weakref": ("local-stacktrace-hooks-reset",),
     # 2.10.0+: where torch disables a function that runs a whole trace, it marks it (a decorator at module level)
     "torch._dynamo.eval_frame._UNANNOTATED_WHEN_DISABLED": ("local-export-no-internal-keys",),
