@@ -236,9 +236,9 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._trace_state": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._trace_started": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._annotation_entered_in_trace": ("local-annotation-entered-in-trace",),
-    # 2.10.0+: annotate()'s stack of open blocks
-    "torch.fx.traceback._OpenAnnotation": ("local-annotate-exit-any-order",),
-    "torch.fx.traceback._open_annotations": ("local-annotate-exit-any-order",),
+    # annotate()'s record of each block it entered
+    "torch.fx.traceback._AnnotationBlock": ("local-annotate-exit-any-order",),
+    "torch.fx.traceback._last_annotation_block": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._enter_annotation": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._leave_annotation": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._SeqNrAnnotations": ("local-bw-seq-nr-ranges",),
@@ -251,15 +251,13 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._dynamo_disable_block": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._outside_dynamo_disable_blocks": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._user_annotation_entered_in_trace": ("local-export-nonstrict-custom",),
-    # 2.10.0+: non-strict export's opt-in around its trace
+    "torch.fx.traceback._user_annotation_to_record": ("local-export-nonstrict-custom",),
+    "torch.fx.traceback._annotation_entries": ("local-export-nonstrict-custom",),
+    # non-strict export's opt-in around its trace
     "torch.fx.traceback._record_user_annotations": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._records_user_annotations": ("local-export-nonstrict-custom",),
     "torch._higher_order_ops.utils._AnnotatingInterpreter": ("local-export-nonstrict-custom",),
     "torch._higher_order_ops.utils._body_compiled_under": ("local-export-nonstrict-custom",),
-    # 2.5.1-2.9.1: while exporting, told by the tracer (2.5.1 has no torch.compiler.is_exporting)
-    "torch._higher_order_ops.utils._tracing_for_export": ("local-export-nonstrict-custom",),
-    # 2.5.1-2.9.1: while torch.export traces, told by torch.export._trace's module hierarchy (set by export only)
-    "torch.fx.experimental.proxy_tensor._torch_export_tracing": ("local-export-nonstrict-custom",),
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),
