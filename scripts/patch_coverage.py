@@ -108,7 +108,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # a module-level class, used only while exporting
     ("torch/_higher_order_ops/utils.py", "_AnnotatingInterpreter.__init__"): _ANNOTATED_BODY,
     ("torch/_higher_order_ops/utils.py", "_AnnotatingInterpreter.run_node"): _ANNOTATED_BODY,
-    ("torch/_higher_order_ops/utils.py", "_tracing_for_export"): _ANNOTATED_BODY,  # 2.5.1-2.9.1
     ("torch/fx/traceback.py", "_ActiveAnnotateBlocks.__init__"):
         "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",
     **{("torch/_inductor/kernel_annotations.py", name): _KERNEL_ANNOTATIONS_ON for name in (

@@ -236,7 +236,7 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._trace_state": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._trace_started": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._annotation_entered_in_trace": ("local-annotation-entered-in-trace",),
-    # 2.10.0+: annotate()'s record of each block entered, and the one whose dict it made current last
+    # annotate()'s record of each block it entered, and the one whose dict it made current last
     "torch.fx.traceback._AnnotationBlock": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._last_annotation_block": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._enter_annotation": ("local-annotate-exit-any-order",),
@@ -247,21 +247,13 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._seq_nr_annotations": ("local-bw-seq-nr-ranges",),
     # the keys torch._dynamo.disable's wrapper writes while exporting (2.10.0+), Dynamo writes them from there
     "torch.fx.traceback._DYNAMO_DISABLE_KEYS": ("local-export-nonstrict-custom",),
-    # 2.10.0+: how many annotate() blocks have been entered (a trace keeps the number it starts at), and what
+    # how many annotate() blocks have been entered (a trace keeps the number it starts at), and what
     # non-strict export records from the current block
     "torch.fx.traceback._annotation_entries": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._user_annotation_to_record": ("local-export-nonstrict-custom",),
-    # 2.5.1-2.9.1
-    "torch.fx.traceback._user_annotation_entered_in_trace": ("local-export-nonstrict-custom",),
-    # 2.10.0+: non-strict export's opt-in around its trace
+    # non-strict export's opt-in around its trace
     "torch.fx.traceback._record_user_annotations": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._records_user_annotations": ("local-export-nonstrict-custom",),
-    # 2.5.1-2.9.1
-    "torch._higher_order_ops.utils._AnnotatingInterpreter": ("local-export-nonstrict-custom",),
-    # 2.5.1-2.9.1: while exporting, told by the tracer (2.5.1 has no torch.compiler.is_exporting)
-    "torch._higher_order_ops.utils._tracing_for_export": ("local-export-nonstrict-custom",),
-    # 2.5.1-2.9.1: while torch.export traces, told by torch.export._trace's module hierarchy (set by export only)
-    "torch.fx.experimental.proxy_tensor._torch_export_tracing": ("local-export-nonstrict-custom",),
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),

@@ -3,7 +3,6 @@ write (patches 163673-annotate, local-stacktrace-hooks-reset,
 local-annotation-test-helpers, local-annotate-exit-any-order)."""
 import sys
 import threading
-import unittest
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -67,22 +66,129 @@ def held_open(annotation):
         yield
 
 
-@unittest.skipIf(torch.__version__ < (2, 10), "local-annotate-exit-any-order is in the series from 2.10 on")
+def layers():
+    """A generator entering one block per layer, suspended inside each."""
+    for i in range(2):
+        with fx_traceback.annotate({"layer": i}):
+            yield i
+
+
+def current_custom():
+    return fx_traceback.current_meta.get("custom")
+
+
 class TestAnnotateExitAnyOrder(TestCase):
-    # A block left from under a later one (a suspended generator's) puts back what it was entered over, as on the
-    # release; the later block's exit then puts back what the left block put back, never the left block's dict,
-    # which the release made current again after its block had ended (reviews rg6, rg13).
-    def test_block_left_inside_a_later_block(self):
+    # annotate() puts back on exit what was current at its entry (as upstream), except that a dict made by a block
+    # already left is never made current again: a suspended generator's block left inside a later block no longer
+    # comes back when the later block is left (the release: it does, and stays current after both; review rg13).
+    def tearDown(self):
+        super().tearDown()
+        self.assertNotIn("custom", fx_traceback.current_meta)  # no test leaves an annotation behind
+
+    def test_generator_block_left_inside_a_later_block(self):
         with fx_traceback.annotate({"caller": 1}):
-            caller = fx_traceback.current_meta["custom"]
+            caller = current_custom()
             it = held_open({"g": 1})
             next(it)
             with fx_traceback.annotate({"m": 1}):
+                self.assertEqual(current_custom(), {"caller": 1, "g": 1, "m": 1})
                 for _ in it:
                     pass
-                self.assertIs(fx_traceback.current_meta["custom"], caller)
-            self.assertIs(fx_traceback.current_meta["custom"], caller)
-        self.assertNotIn("custom", fx_traceback.current_meta)
+                self.assertIs(current_custom(), caller)  # what the generator's block was entered over
+            self.assertIs(current_custom(), caller)
+        self.assertIsNone(current_custom())
+
+    def test_later_block_left_after_the_generator(self):
+        it = held_open({"g": 1})
+        next(it)
+        block = fx_traceback.annotate({"m": 1})
+        block.__enter__()
+        for _ in it:
+            pass
+        self.assertIsNone(current_custom())
+        block.__exit__(None, None, None)
+        self.assertIsNone(current_custom())
+
+    def test_half_consumed_generator_leaves_nothing_after_the_block(self):
+        with fx_traceback.annotate({"stage": 0}):
+            it = layers()
+            self.assertEqual(next(it), 0)
+            self.assertEqual(current_custom(), {"stage": 0, "layer": 0})
+        self.assertIsNone(current_custom())
+        with fx_traceback.annotate({"x": 1}):
+            self.assertEqual(current_custom(), {"x": 1})
+        self.assertIsNone(current_custom())
+        it.close()
+        self.assertIsNone(current_custom())
+
+    def test_compiled_annotate_after_a_half_consumed_generator(self):
+        def f(x):
+            with fx_traceback.annotate({"x": 1}):
+                return torch.sin(x)
+
+        graphs = []
+
+        def backend(gm, example_inputs):
+            graphs.append(gm)
+            return gm
+
+        with fx_traceback.annotate({"stage": 0}):
+            it = layers()
+            next(it)
+        it.close()
+        torch._dynamo.reset()
+        torch.compile(f, backend=backend, fullgraph=True)(torch.randn(3))
+        (gm,) = graphs
+        self.assertEqual([n.meta.get("custom") for n in gm.graph.nodes if n.op == "call_function"], [{"x": 1}])
+
+    def test_every_way_out_of_a_generator_block(self):
+        # closed early, thrown into, returning: each leaves the generator's block inside a later one, which then
+        # leaves nothing behind
+        def close(it):
+            it.close()
+
+        def throw(it):
+            with self.assertRaises(ValueError):
+                it.throw(ValueError("stop"))
+
+        def exhaust(it):
+            self.assertEqual(list(it), [])
+
+        for leave in (close, throw, exhaust):
+            with self.subTest(leave=leave.__name__):
+                it = held_open({"g": 1})
+                next(it)
+                with fx_traceback.annotate({"m": 1}):
+                    leave(it)
+                    self.assertIsNone(current_custom())
+                self.assertIsNone(current_custom())
+
+    def test_exception_leaving_blocks_out_of_order(self):
+        it = held_open({"g": 1})
+        next(it)
+        with self.assertRaisesRegex(RuntimeError, "boom"):
+            with fx_traceback.annotate({"m": 1}):
+                it.close()
+                raise RuntimeError("boom")
+        self.assertIsNone(current_custom())
+
+    def test_in_order_exits_after_an_out_of_order_one_restore_as_upstream(self):
+        # blocks left in the order they were entered put back the very dict current at their entry, as upstream,
+        # also once a generator's block has been left out of order
+        it = held_open({"g": 1})
+        next(it)
+        with fx_traceback.annotate({"a": 1}):
+            it.close()
+            self.assertIsNone(current_custom())
+            with fx_traceback.annotate({"b": 2}):
+                b = current_custom()
+                with self.assertRaisesRegex(RuntimeError, "boom"):
+                    with fx_traceback.annotate({"c": 3}):
+                        self.assertEqual(current_custom(), {"b": 2, "c": 3})
+                        raise RuntimeError("boom")
+                self.assertIs(current_custom(), b)
+            self.assertIsNone(current_custom())
+        self.assertIsNone(current_custom())
 
     def test_nodes_traced_after_a_block_is_left_out_of_order(self):
         def f(x):
@@ -96,7 +202,6 @@ class TestAnnotateExitAnyOrder(TestCase):
             return x.tan()
 
         self.assertEqual(customs(trace(f, torch.randn(3))), {"sin": {"g": 1, "m": 1}, "cos": None, "tan": None})
-        self.assertNotIn("custom", fx_traceback.current_meta)
 
 
 class TestAnnotateMakeFx(TestCase):
