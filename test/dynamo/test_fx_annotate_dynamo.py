@@ -261,6 +261,25 @@ add|""")
         self.assertEqual(customs, [{"m": changed(s)} for s in (0, 1, 2)])
         self.assertEqual([type(custom["m"]) for custom in customs], [collections.OrderedDict] * 3)
 
+    def test_nested_defaultdict_keeps_its_type_and_default_factory(self):
+        # eager annotate shares a nested value, so a defaultdict stays one: the compiled annotation holds a
+        # defaultdict with the same items and default_factory, whether the frame built it or reads a global
+        held = collections.defaultdict(list, stage=[0])
+
+        def f(x):
+            built = collections.defaultdict(dict)
+            built["n"] = 1
+            with fx_traceback.annotate({"held": held, "built": built}):
+                return x.cos()
+
+        cap = self.compile_and_run(f, torch.randn(4), fullgraph=True, backward=False)
+        (custom,) = [n.meta["custom"] for n in cap.dynamo_graphs[0].graph.nodes
+                     if n.op in NODE_OPS and "custom" in n.meta]
+        self.assertEqual(custom, {"held": {"stage": [0]}, "built": {"n": 1}})
+        self.assertEqual([(type(custom[k]), custom[k].default_factory) for k in ("held", "built")],
+                         [(collections.defaultdict, list), (collections.defaultdict, dict)])
+        self.assert_tracing_state_clean()
+
     def test_rebinding_a_decorated_function_recompiles(self):
         # every @annotate(d) wrapper shares contextlib's code object: rebinding the name
         # to another annotated function must not reuse the graph of the first one
@@ -627,6 +646,44 @@ add|""")
         torch._dynamo.reset()
         with self.assertRaises(TypeError):
             torch.compile(f, backend="eager")(torch.randn(4))
+        self.assert_tracing_state_clean()
+
+    def test_set_annotation_is_what_dict_makes_of_it(self):
+        # a set is not a dict (2.5.1-2.11.0 Dynamo traces a set as a kind of dict variable): the annotation is
+        # what eager's dict() makes of it, and a set nested in the annotation stays that set
+        def eager_custom(annotation):
+            with fx_traceback.annotate(annotation):
+                return fx_traceback.current_meta["custom"]
+
+        def by_pair(x):
+            with fx_traceback.annotate({"ab"}):
+                y = x.sin()
+            with fx_traceback.annotate({"s": {"stage", 0}}):
+                return y.cos()
+
+        cap = self.compile_and_run(by_pair, torch.randn(4), fullgraph=True, backward=False)
+        customs = [n.meta["custom"] for n in cap.dynamo_graphs[0].graph.nodes
+                   if n.op in NODE_OPS and "custom" in n.meta]
+        self.assertEqual(customs, [{"a": "b"}, {"s": {"stage", 0}}])
+        self.assertEqual(customs, [eager_custom({"ab"}), eager_custom({"s": {"stage", 0}})])
+        self.assertIs(type(customs[1]["s"]), set)
+
+        def by_set(x):
+            with fx_traceback.annotate({"stage", 0}):
+                return x.sin()
+
+        # eager: dict() of it raises (a TypeError; a ValueError where the set's order puts "stage" first)
+        with self.assertRaises((TypeError, ValueError)) as eager:
+            by_set(torch.randn(4))
+        torch._dynamo.reset()
+        with self.assertRaisesRegex(torch._dynamo.exc.Unsupported,
+                                    "torch.fx.traceback.annotate value is not a constant"):
+            torch.compile(by_set, backend="eager", fullgraph=True)(torch.randn(4))
+        # without fullgraph the frame falls back and annotate raises eager's error
+        torch._dynamo.reset()
+        with self.assertRaises(type(eager.exception)) as compiled:
+            torch.compile(by_set, backend="eager")(torch.randn(4))
+        self.assertEqual(str(compiled.exception), str(eager.exception))
         self.assert_tracing_state_clean()
 
     def test_value_of_no_python_type_is_a_graph_break_naming_its_key_path(self):
