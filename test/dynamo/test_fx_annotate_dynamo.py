@@ -273,11 +273,37 @@ add|""")
                 return x.cos()
 
         cap = self.compile_and_run(f, torch.randn(4), fullgraph=True, backward=False)
-        (custom,) = [n.meta["custom"] for n in cap.dynamo_graphs[0].graph.nodes
-                     if n.op in NODE_OPS and "custom" in n.meta]
+        (custom,) = [n.meta.get("custom") for n in cap.dynamo_graphs[0].graph.nodes if n.op in NODE_OPS]
         self.assertEqual(custom, {"held": {"stage": [0]}, "built": {"n": 1}})
         self.assertEqual([(type(custom[k]), custom[k].default_factory) for k in ("held", "built")],
                          [(collections.defaultdict, list), (collections.defaultdict, dict)])
+        self.assert_tracing_state_clean()
+
+    def test_nested_dict_subclass_is_a_graph_break_naming_its_key_path(self):
+        # eager annotate keeps a nested dict subclass as it is; a copy of another type would not be what eager
+        # records, so it is the graph break naming where it sits (an error under fullgraph=True)
+        class Held(dict):
+            pass
+
+        class Built(collections.OrderedDict):
+            pass
+
+        held = Held(stage=0)
+
+        def by_held(x):
+            with fx_traceback.annotate({"m": [held]}):
+                return x.cos()
+
+        def by_built(x):
+            with fx_traceback.annotate({"m": {"n": Built(stage=0)}}):
+                return x.cos()
+
+        for fn, path in ((by_held, r"\['m'\]\[0\]"), (by_built, r"\['m'\]\['n'\]")):
+            with self.subTest(fn.__name__):
+                torch._dynamo.reset()
+                with self.assertRaisesRegex(torch._dynamo.exc.Unsupported,
+                                            rf"annotation value at {path} is (Held|Built)"):
+                    torch.compile(fn, backend="eager", fullgraph=True)(torch.randn(4))
         self.assert_tracing_state_clean()
 
     def test_rebinding_a_decorated_function_recompiles(self):
@@ -662,8 +688,7 @@ add|""")
                 return y.cos()
 
         cap = self.compile_and_run(by_pair, torch.randn(4), fullgraph=True, backward=False)
-        customs = [n.meta["custom"] for n in cap.dynamo_graphs[0].graph.nodes
-                   if n.op in NODE_OPS and "custom" in n.meta]
+        customs = [n.meta.get("custom") for n in cap.dynamo_graphs[0].graph.nodes if n.op in NODE_OPS]
         self.assertEqual(customs, [{"a": "b"}, {"s": {"stage", 0}}])
         self.assertEqual(customs, [eager_custom({"ab"}), eager_custom({"s": {"stage", 0}})])
         self.assertIs(type(customs[1]["s"]), set)
