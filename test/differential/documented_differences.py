@@ -221,6 +221,9 @@ LOCAL_PRIVATE_NAMES = {
     "torch._dynamo.variables.ctx_manager._key_path": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._annotation_not_constant": ("local-dynamo-annotation-constants",),
     "torch._dynamo.variables.ctx_manager._annotation_as_dict": ("local-dynamo-annotation-constants",),
+    # in -constants on 2.10.0-2.14.1, in -pairs on 2.15.0
+    "torch._dynamo.variables.ctx_manager._annotation_from_set":
+        ("local-dynamo-annotation-constants", "local-dynamo-annotation-pairs"),
     "torch._dynamo.variables.functions._recreate_supported_context_manager": ("local-dynamo-context-decorator",),
     "torch._functorch._aot_autograd.functional_utils._sync_under_annotated_view_node": ("local-view-replay-outputs",),
     "torch._functorch._aot_autograd.logging_utils._graph_tasks_with_callback": ("local-stacktrace-hooks-reset",),
