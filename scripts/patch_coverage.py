@@ -112,13 +112,13 @@ ALLOWED: dict[tuple[str, str], str] = {
         "runs once, when torch.fx.traceback is imported (the module's one instance), before any program starts",
     **{("torch/_inductor/kernel_annotations.py", name): _KERNEL_ANNOTATIONS_ON for name in (
         "annotation_json", "annotated_origins", "_graph_order", "annotation_texts", "scope_name", "scope_label",
-        "_key_text", "_value_text", "_is_backward_graph", "_json_text", "_json_key", "_ScopeEnter.__init__",
-        "_ScopeEnter.codegen",
+        "_key_text", "_value_text", "_is_backward", "_is_backward_graph", "_json_text", "_json_key",
+        "_ScopeEnter.__init__", "_ScopeEnter.codegen",
         "_ScopeExit.__init__", "_ScopeExit.codegen", "_origins_of", "_annotated", "_keyed", "_runs_python",
         "_fx_wrapper_class",
         "_write_comment", "cache_key_annotations")},
     **{("torch/_inductor/eager_annotation_scopes.py", name): _KERNEL_ANNOTATIONS_ON_EAGER for name in (
-        "add_eager_scopes", "_scope_name", "_is_backward", "_does_no_work", "_close_scopes_on_error",
+        "add_eager_scopes", "_scope_name", "_does_no_work", "_close_scopes_on_error",
         "ops_filter_with_scopes", "ScopeClosingInterpreter.run")},
     # aot_eager's compiler with the scopes on, on the releases whose boxed_nop runs an fx.Interpreter (2.5.1-2.9.1)
     ("torch/_dynamo/backends/debugging.py", "_boxed_nop_with_eager_scopes.<locals>.run_closing_scopes"):
