@@ -257,9 +257,13 @@ LOCAL_PRIVATE_NAMES = {
     # non-strict export's opt-in around its trace
     "torch.fx.traceback._record_user_annotations": ("local-export-nonstrict-custom",),
     "torch.fx.traceback._records_user_annotations": ("local-export-nonstrict-custom",),
+    # 2.5.1-2.13.0: the match's custom, seq_nr and autograd_backward, on the nodes a replacement inserts
     "torch._inductor.pattern_matcher._ANNOTATION_META_KEYS": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._replacement_annotation": ("local-inductor-replacement-annotation",),
     "torch._inductor.pattern_matcher._take_annotation": ("local-inductor-replacement-annotation",),
+    # 2.14.1+: upstream's percolate_tags gives the custom, the patch seq_nr and autograd_backward
+    "torch._inductor.pattern_matcher._AUTOGRAD_META_KEYS": ("local-inductor-replacement-annotation",),
+    "torch._inductor.pattern_matcher._replacement_autograd_meta": ("local-inductor-replacement-annotation",),
     # 2.10.0+: the mark on torch's functions that run a whole trace
     "torch._compile._UNANNOTATED_WHEN_DISABLED": ("local-export-no-internal-keys",),
     "torch._compile._unannotated_when_disabled": ("local-export-no-internal-keys",),

@@ -1,9 +1,10 @@
 """Inductor's pattern replacements keep the annotation of the ops they replace
-(local-inductor-replacement-annotation, beyond upstream): the nodes a pattern
-inserts take custom, seq_nr and autograd_backward from the match's output node.
-Upstream (through 2.15) traces the replacement apart from the user's program and
-leaves its nodes without custom: the softmax rewrite's amax, sub and mul drop out
-of the annotated region in the post-grad graphs."""
+(local-inductor-replacement-annotation, beyond upstream). Upstream traces the replacement
+apart from the user's program: through 2.13 its nodes have no custom, so the softmax
+rewrite's amax, sub and mul drop out of the annotated region in the post-grad graphs
+(the patch gives them the match's output node's custom); from 2.14 upstream's
+percolate_tags gives them the replaced output's custom, and the patch copies only
+seq_nr and autograd_backward, which no release gives them."""
 import torch
 import torch._dynamo
 from torch._inductor import config as inductor_config
