@@ -198,6 +198,28 @@ def compile_fullgraph_error(obs):
     torch.compile(_breaks, backend=obs.recording_backend(), fullgraph=True)(torch.randn(4))
 
 
+@program()
+def compile_stream_context_graph_break(obs):
+    """A graph break inside a CPU stream's context: from 2.10 Dynamo's stream context subclasses the annotate
+    variable, which local-dynamo-annotate-graph-break teaches to resume after a break (the stream must not)."""
+    try:
+        stream = torch.Stream(device="cpu")
+    except (AttributeError, RuntimeError, TypeError) as e:
+        stream = e
+    if not hasattr(stream, "__enter__"):
+        obs.result("stream context", "none on this release")
+        return
+
+    def breaks_in_stream(x):
+        with stream:
+            y = x.sin()
+            print("graph break")  # noqa: T201 -- a graph break on purpose
+            y = y.cos()
+        return y * 2
+
+    _compiled_forward_backward(obs, breaks_in_stream)
+
+
 def _plain(x, y):
     return (x @ y).relu().sum()
 
@@ -1112,4 +1134,6 @@ CI_SLICE = [
     # aot_export_module(trace_joint=True); an unannotated trace after an unrelated annotation; disabled functions
     "dynamo_contextmanager_decorator_break", "dynamo_contextmanager_decorator_break_fullgraph",
     "dynamo_nested_with_break", "aot_export_joint", "after_unrelated_annotation_export", "export_disabled_functions",
+    # issue 32 (rv15a): a graph break inside a stream context, whose Dynamo variable subclasses annotate's
+    "compile_stream_context_graph_break",
 ]
