@@ -82,6 +82,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.clone"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.create"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_from_variable"): _DYNAMO_ANNOTATE,
+    ("torch/_dynamo/variables/ctx_manager.py", "_annotation_from_set"):
+        "called only by _annotation_from_variable, for a set given to annotate(): " + _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_is_sequence_of_pairs"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_as_dict"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_dict"): _DYNAMO_ANNOTATE,
