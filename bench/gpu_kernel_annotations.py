@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import difflib
 import json
 import os
@@ -39,6 +40,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "test")]
 
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
+import torch.fx.traceback as fx_traceback  # noqa: E402
 from torch._inductor import config as inductor_config  # noqa: E402
 from torch._inductor.utils import fresh_inductor_cache, run_and_get_code  # noqa: E402
 
@@ -48,6 +50,7 @@ from annotated_block import AnnotatedBlock  # noqa: E402
 # `extern_kernels.mm(...)`, `buf3 = torch.ops.aten._scaled_dot_product_flash_attention.default(...)`
 _CALL = re.compile(r"^\s*(?:[\w, ]+= )?(?P<kernel>triton_\w+\.run|cpp_fused_\w+|extern_kernels\.\w+"
                    r"|(?:torch\.ops\.)?aten\.\w+\.\w+)\(")
+_STREAM = re.compile(r"^\s*stream\d+ = get_raw_stream\(")  # between a Triton call's comments and its call
 _ANNOTATION = re.compile(r"^\s*# Annotation: (?P<json>.*)$")
 
 
@@ -58,10 +61,38 @@ def block_model(device, annotated):
 
 
 def flex_model(device, annotated):
-    from torch_overlay.demo import HEAD_DIM, HEADS, SEQ_LEN, build_model
+    """flex_attention (a score_mod and a causal block mask) in region "attention", a head in "head"; the
+    demo's layout with a head dimension Inductor's flex lowering takes (at least 16)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    heads, head_dim, seq = 2, 16, 256
+
+    def causal(b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx
+
+    def relative_bias(score, b, h, q_idx, kv_idx):
+        return score + (q_idx - kv_idx)
+
+    class FlexBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(heads * head_dim, 3 * heads * head_dim)
+            self.head = torch.nn.Linear(heads * head_dim, 4)
+            self.block_mask = create_block_mask(causal, 1, 1, seq, seq, device=device)
+
+        def region(self, name):
+            return fx_traceback.annotate({"region": name}) if annotated else contextlib.nullcontext()
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            with self.region("attention"):
+                q, k, v = self.qkv(x).view(b, s, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+                out = flex_attention(q, k, v, score_mod=relative_bias, block_mask=self.block_mask)
+            with self.region("head"):
+                return self.head(torch.relu(out.transpose(1, 2).reshape(b, s, -1)))
 
     torch.manual_seed(0)
-    return build_model(device), (torch.randn(1, SEQ_LEN, HEADS * HEAD_DIM, device=device),)
+    return FlexBlock().to(device), (torch.randn(2, seq, heads * head_dim, device=device),)
 
 
 def comparable(code):
@@ -86,7 +117,7 @@ def code_facts(codes):
                 continue
             calls += 1
             j, comment = i - 1, None
-            while j >= 0 and lines[j].lstrip().startswith("#"):
+            while j >= 0 and (lines[j].lstrip().startswith("#") or _STREAM.match(lines[j])):
                 found = _ANNOTATION.match(lines[j])
                 if found:
                     comment = found["json"]
@@ -203,6 +234,7 @@ def main(argv):
     parser.add_argument("--pristine", help="patched torch: compare the flag-off output code with this file")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--models", nargs="*", default=list(MODELS))
+    parser.add_argument("--code-dir", help="write the output code of each flag-on run here")
     args = parser.parse_args(argv)
     from torch_overlay.demo import flex_device
 
@@ -214,16 +246,23 @@ def main(argv):
     print(f"torch {torch.__version__} on {args.device}"
           f"{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}; "
           f"kernel_annotations option: {'yes' if has_flag else 'no'}", flush=True)
-    runs = {}
+    runs, failures = {}, {}
     for name in args.models:
         for annotated in (False, True):
             flags = [None] if not has_flag else [False, True] if annotated else [False]
             for flag in flags:
                 key = f"{name} annotated={annotated} flag={flag}"
-                codes, facts = step(MODELS[name], args.device, annotated, flag)
+                try:
+                    codes, facts = step(MODELS[name], args.device, annotated, flag)
+                except Exception as error:  # one model's failure must not hide the others' results
+                    failures[key] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+                    print(f"== {key}: FAILED {failures[key]}", flush=True)
+                    continue
                 runs[key] = {"codes": codes, "facts": facts}
+                if args.code_dir and key.endswith("flag=True"):
+                    Path(args.code_dir, f"code-{name}-flag-on.py").write_text("\n\n# ====\n\n".join(codes))
                 print(f"== {key}\n{json.dumps(facts, indent=1)}", flush=True)
-    problems = []
+    problems = [f"{key}: {why}" for key, why in failures.items()]
     if args.device == "cuda":
         for flag in [None] if not has_flag else [False, True]:
             facts = cuda_graph_facts(flag)
@@ -232,14 +271,17 @@ def main(argv):
             if facts["max_abs_diff"] > 1e-4:
                 problems.append(f"cuda graphs flag={flag}: result differs from eager by {facts['max_abs_diff']}")
     if args.save:
-        Path(args.save).write_text(json.dumps(runs, indent=1))
+        Path(args.save).write_text(json.dumps({**runs, "failures": failures}, indent=1))
     if args.pristine:
         pristine = json.loads(Path(args.pristine).read_text())
         for key, run in runs.items():
             if key.endswith("flag=True") or key.startswith("cuda graphs"):
                 continue
-            old = pristine.get(key.replace("flag=False", "flag=None"))
-            if old is None:
+            pristine_key = key.replace("flag=False", "flag=None")
+            old = pristine.get(pristine_key)
+            if old is None and pristine_key in pristine.get("failures", {}):
+                print(f"{key}: the pristine run failed too ({pristine['failures'][pristine_key]})")
+            elif old is None:
                 problems.append(f"{key}: no pristine run to compare with")
             elif [comparable(c) for c in old["codes"]] != [comparable(c) for c in run["codes"]]:
                 problems.append(f"{key}: output code differs from the pristine release's")

@@ -37,10 +37,10 @@ nvidia-smi -L
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
 step pristine 120 python3 bench/gpu_kernel_annotations.py --save "$out/pristine.json"
 step apply 60 python3 -m torch_overlay apply
-step patched 150 python3 bench/gpu_kernel_annotations.py --pristine "$out/pristine.json"
+step patched 150 python3 bench/gpu_kernel_annotations.py --pristine "$out/pristine.json" --code-dir "$out"
 step demo 45 python3 -m torch_overlay demo
 step tests 200 python3 -m pytest -q -n 8 --dist loadfile test/functorch/test_aot_fw_bw_annotations.py \
-  test/overlay/test_demo.py test/inductor/test_kernel_annotations.py test/inductor/test_eager_annotation_scopes.py
+  test/inductor/test_kernel_annotations.py test/inductor/test_eager_annotation_scopes.py
 step revert 45 python3 -m torch_overlay revert
 python3 -m torch_overlay status 2>&1 | grep -E "^(torch|applied)"
 rm -f "$out/pristine.json"  # large (every output code); the logs say what it held
