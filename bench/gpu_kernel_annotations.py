@@ -96,8 +96,11 @@ def flex_model(device, annotated):
 
 
 def comparable(code):
-    """The output code less what differs between two runs of one torch: the fresh cache folder in kernel paths."""
-    return re.sub(r"/tmp/[\w.-]+/", "<cache>/", code)
+    """The output code less what differs between two runs of one torch: the fresh cache folder in kernel paths,
+    and the process-wide count of AOTAutograd compilations in the header (the patched run compiles once more
+    before the flex model: the flag-on run of the block)."""
+    code = re.sub(r"/tmp/[\w.-]+/", "<cache>/", code)
+    return re.sub(r"# AOT ID: \['\d+_", "# AOT ID: ['N_", code)
 
 
 def regions_of(text):
@@ -198,8 +201,9 @@ def step(build, device, annotated, flag):
     with_custom = [n for n in nodes if n.meta.get("custom")]
     return codes, {
         "post_grad": {"nodes": len(nodes), "with_custom": len(with_custom),
-                      "without": dict(collections.Counter(str(n.target) for n in nodes
-                                                         if not n.meta.get("custom")))},
+                      "without": dict(collections.Counter(
+                          f"{n.target}{' (is_gradient_acc)' if n.meta.get('is_gradient_acc') else ''}"
+                          for n in nodes if not n.meta.get("custom")))},
         "code": code_facts(codes),
         "profiler": trace_facts(trace),
     }
@@ -298,12 +302,14 @@ def main(argv):
             facts = run["facts"]
             want = {"block": ["attention", "mlp"], "flex": ["attention", "head"]}[key.split()[0]]
             post = facts["post_grad"]
-            print(f"{key}: post-grad {post['with_custom']}/{post['nodes']}, code regions {facts['code']['regions']}"
+            print(f"{key}: post-grad {post['with_custom']}/{post['nodes']} (without: {post['without'] or 'none'}), code regions {facts['code']['regions']}"
                   f" ({facts['code']['annotated']}/{facts['code']['calls']} calls), profiler regions "
                   f"{facts['profiler']['cpu_scope_regions']} (GPU kernels launched in a scope "
                   f"{facts['profiler']['launched_in_scope']}/{facts['profiler']['gpu_kernels']}), GPU spans "
                   f"{facts['profiler']['gpu_span_us_per_region']}")
-            if post["with_custom"] != post["nodes"]:
+            # the gradient-accumulation adds autograd inserts: neither upstream nor the series annotates them
+            # (bench/postgrad_coverage.py counts them the same way)
+            if any(not target.endswith("(is_gradient_acc)") for target in post["without"]):
                 problems.append(f"{key}: post-grad nodes without custom: {post['without']}")
             if facts["code"]["regions"] != want:
                 problems.append(f"{key}: output code names regions {facts['code']['regions']}, not {want}")
