@@ -210,10 +210,16 @@ def step(build, device, annotated, flag):
 
 
 def cuda_graph_facts(flag):
-    """mode="reduce-overhead" (CUDA graphs) with the flag: the step runs and matches eager; a replay runs the
-    recorded kernels, not the wrapper's Python, so no scope is expected in a replayed step."""
+    """mode="reduce-overhead" (CUDA graphs) with the flag: the forward runs and matches eager; a replay runs the
+    recorded kernels, not the wrapper's Python, so no scope is expected in a replayed step. Under no_grad: a
+    training forward whose backward is pending is not replayed (cudagraph trees fall back to the wrapper)."""
     torch._dynamo.reset()
     model, inputs = block_model("cuda", True)
+    with torch.no_grad():
+        return _cuda_graph_facts(model, inputs, flag)
+
+
+def _cuda_graph_facts(model, inputs, flag):
     expected = model(*inputs)
     settings = {} if flag is None else {"kernel_annotations": flag}
     with fresh_inductor_cache(), inductor_config.patch(settings):
