@@ -283,6 +283,9 @@ LOCAL_MODULE_IMPORTS = {
     # 2.10.0+: the graph-break helper's return type, with the module's other typing names (reviewer rf3: not
     # under TYPE_CHECKING)
     "torch._dynamo.variables.ctx_manager.NoReturn": ("local-dynamo-annotation-constants",),
+    # 2.15.0 (the pull request; reviewer rv15a): reconstruct_type's imports at module level, not in the function
+    "torch._dynamo.variables.ctx_manager.functools": ("local-dynamo-annotate-graph-break",),
+    "torch._dynamo.variables.ctx_manager.GlobalSource": ("local-dynamo-annotate-graph-break",),
 }
 
 # Module-level imports a patch leaves unused where it removes the module's last use of them: the pull request

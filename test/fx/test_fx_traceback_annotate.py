@@ -1,6 +1,7 @@
 """torch.fx.traceback.annotate / annotate_fn and the tracing state they
 write (patches 163673-annotate, local-stacktrace-hooks-reset,
-local-annotation-test-helpers, local-annotate-exit-any-order)."""
+local-annotation-test-helpers, local-annotate-exit-any-order and, from 2.10,
+local-annotate-fresh-dict and local-view-replay-owns-custom)."""
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -358,6 +359,51 @@ class TestCopySemantics(TestCase):
         copy.meta["custom"]["tag"] = "edited"
         self.assertEqual(sin.meta["custom"]["tag"], "x")
 
+    def test_nested_annotate_leaves_the_enclosing_annotation_unchanged(self):
+        # local-annotate-fresh-dict (2.10 on): an inner block builds a new dict
+        with fx_traceback.annotate({"a": 1}):
+            outer = fx_traceback.get_current_meta()["custom"]
+            with fx_traceback.annotate({"b": 2}):
+                self.assertEqual(fx_traceback.get_current_meta()["custom"], {"a": 1, "b": 2})
+            self.assertEqual(outer, {"a": 1})
+            self.assertIs(fx_traceback.get_current_meta()["custom"], outer)
+        self.assertNotIn("custom", fx_traceback.get_current_meta())
+
+    def test_annotate_while_retracing_a_node_leaves_the_node_unchanged(self):
+        # local-annotate-fresh-dict (2.10 on): set_current_meta installs a shallow copy of the
+        # node's meta, as fx.Interpreter does for every node it re-traces
+        def f(x):
+            with fx_traceback.annotate({"stage": 0}):
+                return x.sin()
+
+        gm = trace(f, torch.randn(3))
+        (sin,) = [n for n in gm.graph.nodes if n.op == "call_function"]
+        with fx_traceback.preserve_node_meta(), fx_traceback.set_current_meta(sin):
+            with fx_traceback.annotate({"extra": 1}):
+                self.assertEqual(fx_traceback.get_current_meta()["custom"], {"stage": 0, "extra": 1})
+        self.assertEqual(sin.meta["custom"], {"stage": 0})
+
+    def test_regenerated_view_owns_its_custom(self):
+        # local-view-replay-owns-custom (2.10 on): functionalization regenerates the stale view
+        # v; the regenerated slice gets its own top-level copy of the replayed node's custom
+        from torch._functorch.aot_autograd import aot_export_module
+
+        class StaleView(torch.nn.Module):
+            def forward(self, x):
+                y = x.clone()
+                with fx_traceback.annotate({"block": "views"}):
+                    v = y[1:]
+                    before = v.sum()
+                y.mul_(2)
+                return (v.cos(), before)
+
+        with fx_traceback.preserve_node_meta():
+            gm, _ = aot_export_module(StaleView(), (torch.randn(3, 2),), trace_joint=False)
+        first, regenerated = [n for n in gm.graph.nodes if n.target == torch.ops.aten.slice.Tensor]
+        self.assertEqual(first.meta["custom"], {"block": "views"})
+        self.assertEqual(regenerated.meta["custom"], {"block": "views"})
+        regenerated.meta["custom"]["stage"] = 1
+        self.assertEqual(first.meta["custom"], {"block": "views"})
 
 class TestTracingStateIsProcessWide(TestCase):
     """fx.traceback's tracing state is one for the process, as in the release

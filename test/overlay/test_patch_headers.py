@@ -14,12 +14,18 @@
   drop the patch.
 - ``Bug`` (optional): an upstream issue URL.
 - ``Stack`` (optional): the patches of the series the pull request sits on (test_stacks.py checks the line).
+- ``Test:`` (every local patch; a line of its Description, `` Test: FILE (Class.test, ...)``, as
+  continuation lines): the test files that exercise the patch, each in the repository's test tree or added
+  by the patch, and the classes and tests it names (a ``*`` in a name matches any run of characters); a
+  test it names that passes without the patch too says so (a guard).
 - ``From``: the project's identity, whoever's machine made the commit (``torch-overlay refresh`` writes the
   workspace commit's author there; a contributor's git defaults must not end up in the series).
 """
 from __future__ import annotations
 
+import fnmatch
 import re
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +87,58 @@ def test_header(path):
             assert release, since
             minors = {tuple(v.split(".")[:2]) for v in RELEASES}
             assert release.groups() in minors, f"{since}: not a release of a minor in the release table"
+
+
+REPO = Path(__file__).resolve().parents[2]  # the test tree the Test: lines name
+TEST_FILE = r"\btest/[\w/.-]+\.py\b"
+# Patches whose headers other branches of session 9 rewrite (xo9, eg9): their test lines still read
+# "Tests:"; the lead drops a name here once its branch has merged with a "Test:" line.
+TESTS_LINE_PENDING = {"local-annotate-exit-any-order", "local-export-nonstrict-custom",
+                      "local-inductor-kernel-annotations"}
+
+
+def named_tests_text(path) -> str:
+    """The Description from its `Test:` line on, continuation lines joined ("" when it has none)."""
+    description = fields_of(path).get("Description", "")
+    m = re.search(r"(?:^|\s)Test: ", description)
+    return description[m.start():].strip() if m else ""
+
+
+def created_files(text: str) -> set[str]:
+    return set(re.findall(r"^\+\+\+ b/(\S+)$", text, re.M)) - {
+        f for f in re.findall(r"^--- a/(\S+)$", text, re.M)}
+
+
+@pytest.mark.parametrize("path", [p for p, _ in PATCHES if p.name.startswith("local-")],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_local_patch_names_its_tests(path):
+    """Every local patch names, in a `Test:` line of its Description, the test files that exercise it
+    (and, where it names them, their test classes and tests); each one exists in the repository's
+    test tree or is a file the patch adds (a 2.15.0 pull request's test in upstream's tree)."""
+    text = path.read_text()
+    head = text.partition("\n---\n")[0]
+    name = path.name.removesuffix(".patch")
+    pending = name in TESTS_LINE_PENDING and re.search(r"^ Tests: ", head, re.M)
+    assert len(re.findall(r"^ Test: ", head, re.M)) == 1 or pending, \
+        f"{name}: its Description has no `Test:` line naming the tests that exercise it (one, as ` Test: FILE (...)`)"
+    if pending:
+        return
+    paragraph = named_tests_text(path)
+    files = re.findall(TEST_FILE, paragraph)
+    assert files, f"{name}: its Test: line names no test file: {paragraph!r}"
+    added = created_files(text)
+    sources = []
+    for f in files:
+        if f in added:
+            sources.append(text)
+            continue
+        assert f"{f} (added by this patch" not in paragraph, f"{name}: it does not add {f}"
+        assert (REPO / f).is_file(), f"{name}: its Test: line names {f}, which is neither in the repository nor added"
+        sources.append((REPO / f).read_text())
+    source = "\n".join(sources)
+    words = re.sub(TEST_FILE, " ", paragraph)
+    defined = re.findall(r"^\+?\s*def (test_\w+)\(", source, re.M)
+    for test in re.findall(r"\btest_[\w*]+", words):
+        assert [d for d in defined if fnmatch.fnmatchcase(d, test)], f"{name}: no test {test} in {files}"
+    for cls in re.findall(r"\b(Test[A-Z]\w+|[A-Z]\w+Tests)\b", words):
+        assert re.search(rf"^\+?class {cls}\b", source, re.M), f"{name}: no class {cls} in {files}"
