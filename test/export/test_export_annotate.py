@@ -501,6 +501,30 @@ class ExportAnnotateTests(TestCase):
                           "add": None, "exp": None, "output": None})
         self.assertNotIn("custom", fx_traceback.current_meta)
 
+    def test_block_open_across_a_preserve_node_meta_of_the_forward(self):
+        # preserve_node_meta() puts the module block's dict back on exit while a generator's block entered inside it
+        # is still open: the ops that follow record the module's block, found by the dict current now (review xo9:
+        # they recorded nothing)
+        def held_open():
+            with fx_traceback.annotate({"g": 1}):
+                yield
+
+        class P(torch.nn.Module):
+            def forward(self, x):
+                with fx_traceback.annotate({"stage": 0}):
+                    with fx_traceback.preserve_node_meta():
+                        it = held_open()
+                        next(it)
+                    x = x.sin()
+                    it.close()
+                return x.cos()
+
+        torch._dynamo.reset()
+        ep = torch.export.export(P(), (torch.randn(2, 4),), strict=False)
+        self.assertEqual({n.name: n.meta.get("custom") for n in ep.graph.nodes if n.op == "call_function"},
+                         {"sin": {"stage": 0}, "cos": None})
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
     def test_aot_export_module_records_no_custom(self):
         # Outside export, aot_export_module traces with the _ModuleStackTracer export uses, without
         # preserve_node_meta(): it records no annotation, as the release records none, in the module's
