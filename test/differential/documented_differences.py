@@ -239,9 +239,9 @@ LOCAL_PRIVATE_NAMES = {
     "torch.fx.traceback._trace_state": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._trace_started": ("local-annotation-entered-in-trace",),
     "torch.fx.traceback._annotation_entered_in_trace": ("local-annotation-entered-in-trace",),
-    # annotate()'s record of each block it entered, and the one whose dict it made current last
+    # annotate()'s record of each block it entered, and the open ones by the id of the dict each made current
     "torch.fx.traceback._AnnotationBlock": ("local-annotate-exit-any-order",),
-    "torch.fx.traceback._last_annotation_block": ("local-annotate-exit-any-order",),
+    "torch.fx.traceback._open_annotation_blocks": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._enter_annotation": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._leave_annotation": ("local-annotate-exit-any-order",),
     "torch.fx.traceback._SeqNrAnnotations": ("local-bw-seq-nr-ranges",),

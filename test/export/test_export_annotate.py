@@ -188,7 +188,9 @@ class ExportAnnotateTests(TestCase):
     def test_cond_branch_records_the_block_around_the_cond(self):
         # the branches are traced by tracers of their own, made inside the module's annotate({"a": 1}): that block
         # is the module's, not the caller's, and the branch's ops record it; the block the branch enters itself
-        # ({"b": 2}) is recorded by strict export only (the difference listed in local-export-nonstrict-custom)
+        # ({"b": 2}) is recorded by strict export only. Known gap, documented rather than fixed (listed in
+        # local-export-nonstrict-custom): non-strict export cannot tell the branch's own block from the blocks around
+        # the cond
         args = (torch.tensor(True), torch.randn(3))
         for strict, bare, in_caller in ((True, EXPECTED_COND, EXPECTED_COND_IN_CALLER),
                                         (False, EXPECTED_COND_NON_STRICT, EXPECTED_COND_NON_STRICT_IN_CALLER)):
@@ -499,6 +501,30 @@ class ExportAnnotateTests(TestCase):
         self.assertEqual({n.name: n.meta.get("custom") for n in ep.graph.nodes},
                          {"x": None, "sin": {"caller": 1, "g": 1}, "cos": {"caller": 1, "g": 1, "m": 1}, "tan": None,
                           "add": None, "exp": None, "output": None})
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_block_open_across_a_preserve_node_meta_of_the_forward(self):
+        # preserve_node_meta() puts the module block's dict back on exit while a generator's block entered inside it
+        # is still open: the ops that follow record the module's block, found by the dict current now (review xo9:
+        # they recorded nothing)
+        def held_open():
+            with fx_traceback.annotate({"g": 1}):
+                yield
+
+        class P(torch.nn.Module):
+            def forward(self, x):
+                with fx_traceback.annotate({"stage": 0}):
+                    with fx_traceback.preserve_node_meta():
+                        it = held_open()
+                        next(it)
+                    x = x.sin()
+                    it.close()
+                return x.cos()
+
+        torch._dynamo.reset()
+        ep = torch.export.export(P(), (torch.randn(2, 4),), strict=False)
+        self.assertEqual({n.name: n.meta.get("custom") for n in ep.graph.nodes if n.op == "call_function"},
+                         {"sin": {"stage": 0}, "cos": None})
         self.assertNotIn("custom", fx_traceback.current_meta)
 
     def test_aot_export_module_records_no_custom(self):

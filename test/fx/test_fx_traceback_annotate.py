@@ -191,6 +191,41 @@ class TestAnnotateExitAnyOrder(TestCase):
             self.assertIsNone(current_custom())
         self.assertIsNone(current_custom())
 
+    def test_block_entered_under_set_current_meta_in_between(self):
+        # set_current_meta() installs a node's meta and puts the caller's back behind annotate(): a later block entered
+        # over the generator's dict still knows it as the generator's and does not bring it back (review xo9: after
+        # the m block the generator's {"g": 1} was current again)
+        gm = make_fx(torch.sin)(torch.randn(3))
+        (node,) = [n for n in gm.graph.nodes if n.op == "call_function"]
+        with fx_traceback.preserve_node_meta():
+            it = held_open({"g": 1})
+            next(it)
+            with fx_traceback.set_current_meta(node):
+                with fx_traceback.annotate({"b": 1}):
+                    pass
+            with fx_traceback.annotate({"m": 1}):
+                for _ in it:
+                    pass
+                self.assertIsNone(current_custom())
+            self.assertIsNone(current_custom())
+
+    def test_block_entered_inside_preserve_node_meta_left_after_it(self):
+        # preserve_node_meta() puts the generator's dict back on exit while a block entered inside it is still open: a
+        # later block entered over that dict does not bring it back once the generator's block is left (review xo9:
+        # after c, {"a": 1})
+        it = held_open({"a": 1})
+        next(it)
+        with fx_traceback.preserve_node_meta():
+            inner = held_open({"p": 1})
+            next(inner)
+        with fx_traceback.annotate({"c": 1}):
+            for _ in it:
+                pass
+            self.assertIsNone(current_custom())
+        self.assertIsNone(current_custom())
+        inner.close()
+        self.assertIsNone(current_custom())
+
     def test_nodes_traced_after_a_block_is_left_out_of_order(self):
         def f(x):
             it = held_open({"g": 1})
