@@ -120,7 +120,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "_fx_wrapper_class",
         "_write_comment", "cache_key_annotations")},
     **{("torch/_inductor/eager_annotation_scopes.py", name): _KERNEL_ANNOTATIONS_ON_EAGER for name in (
-        "add_eager_scopes", "_scope_name", "_does_no_work", "_close_scopes_on_error",
+        "add_eager_scopes", "_scope_name", "_does_no_work", "_close_scopes_on_error", "kept_by_boxed_codegen",
         "ops_filter_with_scopes", "ScopeClosingInterpreter.run")},
     # aot_eager's compiler with the scopes on, on the releases whose boxed_nop runs an fx.Interpreter (2.5.1-2.9.1)
     ("torch/_dynamo/backends/debugging.py", "_boxed_nop_with_eager_scopes.<locals>.run_closing_scopes"):

@@ -199,8 +199,9 @@ DOCUMENTED.append(Documented(
 LOCAL_PRIVATE_NAMES = {
     # aot_eager's own compiler: boxed_nop, with the eager scopes of kernel_annotations (not in the shared boxed_nop)
     "torch._dynamo.backends.debugging._boxed_nop_with_eager_scopes": ("local-eager-annotation-scopes",),
-    # boxed_nop's (and AOTEagerOutputCode's) swap to the boxed codegen, keeping the code's body transformer, in
-    # which the eager scopes close when a run raises (2.10+: before, boxed_nop runs an fx.Interpreter)
+    # boxed_nop's (and AOTEagerOutputCode's) swap to the boxed codegen, which drops the code's body transformer as
+    # the release's does, but with kernel_annotations on keeps the one in which the eager scopes close when a run
+    # raises (2.10+: before, boxed_nop runs an fx.Interpreter)
     "torch._dynamo.backends.debugging._use_boxed_codegen": ("local-eager-annotation-scopes",),
     "torch._dynamo.trace_rules._context_decorator_wrapper_code": ("local-dynamo-context-decorator",),
     "torch._dynamo.variables.ctx_manager._ambient_annotation": ("local-dynamo-ambient-annotation",),

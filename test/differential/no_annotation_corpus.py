@@ -571,6 +571,38 @@ def compile_aot_eager_bundled_cache(obs):
             _train_step(obs, f"step{step}", model, torch.compile(model, backend="aot_eager"), torch.randn(3, 8))
 
 
+def _user_line_first(inner, body):
+    """A user's body transformer (Graph.on_generate_code): a comment line before the generated body."""
+    body = inner(body) if inner is not None else body
+    return ["# a user's pass was here\n", *body]
+
+
+@program()
+def compile_aot_eager_user_body_transformer(obs):
+    """A user's forward and backward compilers that register a body transformer on the graph they are given and
+    hand it to boxed_nop, aot_eager's compiler: whether the code the graph then runs keeps the transformer's line
+    (from 2.10 boxed_nop swaps in the boxed codegen, which drops it; before, it runs the graph through an
+    fx.Interpreter and leaves the code alone), and the step's results. local-eager-annotation-scopes changes that
+    swap (it keeps the transformer of its scopes, with kernel_annotations on)."""
+    import functools
+
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.debugging import boxed_nop
+
+    def compiler(kind):
+        def compile(gm, example_inputs):
+            gm.graph.on_generate_code(lambda inner: functools.partial(_user_line_first, inner))
+            gm.recompile()
+            compiled = boxed_nop(gm, example_inputs)
+            obs.result(f"{kind} code keeps the user's line", "# a user's pass was here" in gm.code)
+            return compiled
+        return compile
+
+    model = MLP()
+    backend = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))
+    _train_step(obs, "step", model, torch.compile(model, backend=backend), torch.randn(3, 8))
+
+
 # --- activation checkpointing -----------------------------------------------------------------------------
 
 class Checkpointed(nn.Module):
@@ -1136,4 +1168,7 @@ CI_SLICE = [
     "dynamo_nested_with_break", "aot_export_joint", "after_unrelated_annotation_export", "export_disabled_functions",
     # issue 32 (rv15a): a graph break inside a stream context, whose Dynamo variable subclasses annotate's
     "compile_stream_context_graph_break",
+    # issue 34: a user's body transformer on a graph boxed_nop runs, which local-eager-annotation-scopes's codegen swap
+    # must drop as the release does
+    "compile_aot_eager_user_body_transformer",
 ]

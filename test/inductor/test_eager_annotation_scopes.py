@@ -7,6 +7,7 @@ the kernels' scopes (test_kernel_annotations.py). With the flag off the graphs
 are the ones AOTAutograd hands over and no scope is recorded. Upstream (through
 2.15) records no region for these ops."""
 import contextlib
+import functools
 import gc
 import operator
 import pickle
@@ -360,8 +361,8 @@ class TestRunThatRaises(TestCase):
         self.assertNotIn("aten::sin", inside)
 
     def test_cached_aot_eager_scope_ends_where_the_run_raises(self):
-        # the graph module AOTAutogradCache stores and loads (bundled) keeps
-        # the code that ends the scope
+        # the graph module AOTAutogradCache stores and serves (bundled), under
+        # the flag its key holds, keeps the code that ends the scope
         if not hasattr(debugging, "AOTEagerOutputCode"):
             raise unittest.SkipTest("this torch's cache keeps no aot_eager graph")
         with (
@@ -370,9 +371,9 @@ class TestRunThatRaises(TestCase):
         ):
             graph = self.graph(selected)
             stored = debugging._boxed_nop_with_eager_scopes(graph, [])
-        stored.prepare_for_serialization()
-        served = pickle.loads(pickle.dumps(stored))
-        served.post_compile()
+            stored.prepare_for_serialization()
+            served = pickle.loads(pickle.dumps(stored))
+            served.post_compile()
         inside = self.ops_in_scope_after_raising(lambda *args: served(list(args)))
         self.assertIn("aten::index_select", inside)
         self.assertNotIn("aten::sin", inside)
@@ -385,6 +386,75 @@ class TestRunThatRaises(TestCase):
         inside = self.ops_in_scope_after_raising(compiled)
         self.assertIn("aten::index_select", inside)
         self.assertNotIn("aten::sin", inside)
+
+
+def raise_first(inner, body):
+    """A user's body transformer (Graph.on_generate_code): after ``inner``, a
+    first line that raises, so a graph whose code keeps it fails to run."""
+    body = inner(body) if inner is not None else body
+    return ["raise RuntimeError('the user transformer ran')\n", *body]
+
+
+def relu_exp(x):
+    return torch.exp(torch.relu(x))
+
+
+class TestUserBodyTransformer(TestCase):
+    # From 2.10 boxed_nop (and from 2.12 AOTEagerOutputCode) swaps in the boxed
+    # codegen, which drops a body transformer a user's pass registered on the
+    # graph it is given; before, boxed_nop runs the graph through an
+    # fx.Interpreter, which runs no generated code. Either way the graph runs
+    # as traced, flag off or on: with the flag on the boxed codegen keeps only
+    # the code that closes the eager scopes of a run.
+    REGION = {"region": "exp"}
+
+    def graph(self, annotated=False):
+        """relu_exp traced, the user's transformer registered on it (and, when
+        ``annotated``, its ops in a region)."""
+        gm = torch.fx.symbolic_trace(relu_exp)
+        for node in gm.graph.nodes:
+            if annotated and node.op == "call_function":
+                node.meta["custom"] = self.REGION
+        gm.graph.on_generate_code(lambda inner: functools.partial(raise_first, inner))
+        gm.recompile()
+        self.assertIn("the user transformer ran", gm.code)
+        return gm
+
+    def assertRunsAsTraced(self, compiled):
+        x = torch.randn(4)
+        self.assertEqual(compiled([x]), relu_exp(x))
+
+    def test_compilers_drop_a_user_transformer(self):
+        for compiler in (debugging._boxed_nop_with_eager_scopes, boxed_nop):
+            for on in (False, True):
+                with inductor_config.patch(kernel_annotations=on):
+                    compiled = compiler(self.graph(), [])
+                self.assertRunsAsTraced(compiled)
+
+    def test_scopes_keep_their_code_only(self):
+        # the user's transformer, registered before the scopes', is dropped;
+        # the scopes run, with the code that closes them
+        gm = self.graph(annotated=True)
+        with inductor_config.patch(kernel_annotations=True):
+            compiled = debugging._boxed_nop_with_eager_scopes(gm, [])
+        self.assertIn("except BaseException:", gm.code)
+        with torch.profiler.profile() as prof:
+            self.assertRunsAsTraced(compiled)
+        names = [e.name for e in scopes(prof.events())]
+        self.assertEqual(names, [scope(self.REGION)])
+
+    def test_served_graph_drops_a_user_transformer(self):
+        # a graph module AOTAutogradCache stores and serves (bundled), with the
+        # user's transformer registered when it is stored
+        if not hasattr(debugging, "AOTEagerOutputCode"):
+            raise unittest.SkipTest("this torch's cache keeps no aot_eager graph")
+        for on in (False, True):
+            with inductor_config.patch(kernel_annotations=on):
+                stored = debugging.AOTEagerOutputCode(gm=self.graph())
+                stored.prepare_for_serialization()
+                served = pickle.loads(pickle.dumps(stored))
+                served.post_compile()
+            self.assertRunsAsTraced(served)
 
 
 class TestAotAutogradCache(TestCase):
