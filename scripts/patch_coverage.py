@@ -128,7 +128,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     # The call sites of Triton kernels (the same kernel_call as the C++ kernels' flush, which the corpus reaches):
     # the corpus runs on CPU, where Inductor generates C++ kernels only.
     **{("torch/_inductor/codegen/simd.py", name): _TRITON_ONLY for name in (
-        "SIMDScheduling.codegen_node_schedule", "SIMDScheduling.codegen_template")},
+        "SIMDScheduling.codegen_node_schedule", "SIMDScheduling.codegen_template",
+        "SIMDScheduling._codegen_mix_order_reduction")},
     ("torch/_inductor/codegen/cpp.py", "CppScheduling.codegen_template"):
         "the C++ GEMM template's call site (the same kernel_call as the C++ kernels' flush, which the corpus "
         "reaches): Inductor picks the template only under max_autotune with the CPP GEMM backend, which times "

@@ -91,10 +91,6 @@ def test_header(path):
 
 REPO = Path(__file__).resolve().parents[2]  # the test tree the Test: lines name
 TEST_FILE = r"\btest/[\w/.-]+\.py\b"
-# Patches whose headers other branches of session 9 rewrite (xo9, eg9): their test lines still read
-# "Tests:"; the lead drops a name here once its branch has merged with a "Test:" line.
-TESTS_LINE_PENDING = {"local-annotate-exit-any-order", "local-export-nonstrict-custom",
-                      "local-inductor-kernel-annotations"}
 
 
 def named_tests_text(path) -> str:
@@ -118,11 +114,8 @@ def test_local_patch_names_its_tests(path):
     text = path.read_text()
     head = text.partition("\n---\n")[0]
     name = path.name.removesuffix(".patch")
-    pending = name in TESTS_LINE_PENDING and re.search(r"^ Tests: ", head, re.M)
-    assert len(re.findall(r"^ Test: ", head, re.M)) == 1 or pending, \
+    assert len(re.findall(r"^ Test: ", head, re.M)) == 1, \
         f"{name}: its Description has no `Test:` line naming the tests that exercise it (one, as ` Test: FILE (...)`)"
-    if pending:
-        return
     paragraph = named_tests_text(path)
     files = re.findall(TEST_FILE, paragraph)
     assert files, f"{name}: its Test: line names no test file: {paragraph!r}"
