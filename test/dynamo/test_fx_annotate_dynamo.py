@@ -981,6 +981,41 @@ add|""")
                          [[{"n": 4}], [{"n": 5}], [{"n": 6}]])
         self.assert_tracing_state_clean()
 
+    def test_graph_break_inside_annotate_with_an_int_argument_that_changes(self):
+        # The annotation is an input of the resume function: an int in it that changed becomes dynamic on
+        # recompile, and is read as its value there (rv9a: the graph-break patch alone crashed in the resume
+        # function's prologue on 2.15.0, where the pristine release ran the frame eagerly)
+        def f(x, i):
+            with fx_traceback.annotate({"layer": i}):
+                a = x.sin()
+                torch._dynamo.graph_break()
+                return a.cos()
+
+        self.assertEqual(self.annotated_customs_across_a_graph_break(f, lambda i: (torch.randn(4), i), (0, 1)),
+                         [[{"layer": 0}], [{"layer": 0}], [{"layer": 1}], [{"layer": 1}]])
+        self.assert_tracing_state_clean()
+
+    def test_graph_break_inside_annotate_in_each_layer_of_a_sequential(self):
+        # The per-layer pattern: one forward, reached with self.i = 0, 1, 2
+        class Layer(torch.nn.Module):
+            def __init__(self, i):
+                super().__init__()
+                self.i = i
+                self.lin = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                with fx_traceback.annotate({"layer": self.i}):
+                    x = self.lin(x)
+                    torch._dynamo.graph_break()
+                    return x.relu()
+
+        model = torch.nn.Sequential(*(Layer(i) for i in range(3)))
+        customs = self.annotated_customs_across_a_graph_break(model, lambda _: (torch.randn(2, 4),), (None,))
+        # each layer: its linear, then its relu in the resume function
+        self.assertEqual([{str(c) for c in cs} for cs in customs],
+                         [{str({"layer": i})} for i in (0, 0, 1, 1, 2, 2)])
+        self.assert_tracing_state_clean()
+
     def cos_customs_per_value(self, f, set_value, values=(0, 1, 2)):
         """Compile f (fullgraph), call it once after each set_value(v), and return the custom of the cos of each
         graph Dynamo made."""
