@@ -45,14 +45,7 @@ from torch._inductor import config as inductor_config  # noqa: E402
 from torch._inductor.utils import fresh_inductor_cache, run_and_get_code  # noqa: E402
 
 from annotated_block import AnnotatedBlock  # noqa: E402
-
-# a kernel call in the wrapper's call(): `triton_poi_fused_0.run(...)`, `cpp_fused_x_0(...)`,
-# `extern_kernels.mm(...)`, `buf3 = torch.ops.aten._scaled_dot_product_flash_attention.default(...)`
-_CALL = re.compile(r"^\s*(?:[\w, ]+= )?(?P<kernel>triton_\w+\.run|cpp_fused_\w+|extern_kernels\.\w+"
-                   r"|(?:torch\.ops\.)?aten\.\w+\.\w+)\(")
-_STREAM = re.compile(r"^\s*stream\d+ = get_raw_stream\(")  # between a Triton call's comments and its call
-_ANNOTATION = re.compile(r"^\s*# Annotation: (?P<json>.*)$")
-
+from wrapper_calls import wrapper_calls  # noqa: E402
 
 def block_model(device, annotated):
     regions = {"scale": {"region": "attention"}, "attention": {"region": "attention"}, "mlp": {"region": "mlp"}}
@@ -112,25 +105,13 @@ def code_facts(codes):
     calls = annotated = 0
     regions = set()
     unannotated = collections.Counter()
-    for code in codes:
-        lines = code.splitlines()
-        for i, line in enumerate(lines):
-            match = _CALL.match(line)
-            if not match or line.lstrip().startswith("def ") or " = async_compile" in line:
-                continue
-            calls += 1
-            j, comment = i - 1, None
-            while j >= 0 and (lines[j].lstrip().startswith("#") or _STREAM.match(lines[j])):
-                found = _ANNOTATION.match(lines[j])
-                if found:
-                    comment = found["json"]
-                    break
-                j -= 1
-            if comment is None:
-                unannotated[match["kernel"]] += 1
-            else:
-                annotated += 1
-                regions |= regions_of(comment)
+    for kernel, comment in wrapper_calls(codes):
+        calls += 1
+        if comment is None:
+            unannotated[kernel] += 1
+        else:
+            annotated += 1
+            regions |= regions_of(comment)
     return {"calls": calls, "annotated": annotated, "regions": sorted(regions),
             "unannotated": dict(sorted(unannotated.items()))}
 

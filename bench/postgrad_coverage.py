@@ -27,7 +27,6 @@ shares are printed:
 from __future__ import annotations
 
 import collections
-import re
 import sys
 from pathlib import Path
 
@@ -39,6 +38,7 @@ import torch.fx.traceback as fx_traceback  # noqa: E402
 from torch._inductor import config as inductor_config  # noqa: E402
 
 from fuzz_models import MODELS, model_program  # noqa: E402
+from wrapper_calls import wrapper_calls  # noqa: E402
 
 DEFAULT_MODELS = ["hf_llama_sdpa", "hf_gpt2_sdpa", "timm_vit"]
 
@@ -91,29 +91,14 @@ def coverage(model: str, kernels: bool = False) -> tuple[int, int, collections.C
     return len(nodes), len(nodes) - sum(missing.values()), missing, shares
 
 
-# a kernel call or extern call in the wrapper's call(): `cpp_fused_x_0(...)`, `extern_kernels.mm(...)`,
-# `buf3 = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(...)`, `aten.sort.default(...)`
-_CALL = re.compile(r"^\s*(?:[\w, ]+= )?(?P<kernel>cpp_fused_\w+|extern_kernels\.\w+|(?:torch\.ops\.)?aten\.\w+\.\w+)\(")
 _ALLOCATION = {"empty", "empty_strided", "as_strided", "view", "reshape", "_reshape_alias", "resize_",
                "_unsafe_view", "set_", "alias", "lift_fresh"}
 
 
 def output_code_share(codes: list[str]) -> tuple[int, int]:
     """(kernel and extern calls in the wrapper code, those with an ``# Annotation:`` comment above them)."""
-    calls = annotated = 0
-    for code in codes:
-        lines = code.splitlines()
-        for i, line in enumerate(lines):
-            if not _CALL.match(line) or line.lstrip().startswith("def ") or " = async_compile" in line:
-                continue
-            calls += 1
-            j = i - 1
-            while j >= 0 and lines[j].lstrip().startswith("#"):
-                if lines[j].lstrip().startswith("# Annotation:"):
-                    annotated += 1
-                    break
-                j -= 1
-    return calls, annotated
+    calls = list(wrapper_calls(codes))
+    return len(calls), sum(comment is not None for _, comment in calls)
 
 
 def profiler_share(events) -> tuple[int, int, int, collections.Counter]:
