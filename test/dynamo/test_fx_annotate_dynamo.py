@@ -1091,6 +1091,103 @@ add|""")
                          [{"stage": 1}, {"stage": 2}, {"stage": 3}])
 
 
+class AnnotateCurrentMetaReadTests(TestCase):
+    """Code inside a compiled annotate() block that reads fx.traceback.current_meta: Dynamo
+    enters the block while tracing, so the read is a graph break and runs in eager, where it
+    sees the block's annotation (local-dynamo-current-meta-read); before, building the guard
+    on current_meta["custom"] failed with an internal KeyError once the block was left."""
+
+    def setUp(self):
+        super().setUp()
+        torch._dynamo.reset()
+        self.graphs = []
+
+    def compile(self, fn, **kwargs):
+        def backend(gm, example_inputs):
+            self.graphs.append(gm)
+            return gm.forward
+
+        return torch.compile(fn, backend=backend, **kwargs)
+
+    def annotations(self):
+        return [[n.meta.get("custom") for n in g.graph.nodes
+                 if n.op in ("call_function", "call_method")] for g in self.graphs]
+
+    def test_current_meta_read_inside_annotate_runs_in_eager(self):
+        # where the graph breaks differs between releases (at the read, or the whole frame runs
+        # eagerly); the read sees the block's annotation and nothing is left behind
+        seen = []
+
+        def read(x):
+            with fx_traceback.annotate({"p": 1}):
+                seen.append(fx_traceback.current_meta.get("custom"))
+                return x.sin() + 1
+
+        def read_twice(x):
+            with fx_traceback.annotate({"p": 1}):
+                y = x.sin()
+                seen.append(fx_traceback.current_meta.get("custom"))
+                seen.append(len(fx_traceback.current_meta["custom"]))
+                return y + 1
+
+        x = torch.randn(4)
+        for f, expected in ((read, [{"p": 1}]), (read_twice, [{"p": 1}, 1])):
+            with self.subTest(f.__name__):
+                torch._dynamo.reset()
+                seen.clear()
+                self.assertEqual(self.compile(f)(x), x.sin() + 1)
+                self.assertEqual(seen, expected)
+                self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_get_current_meta_inside_annotate_with_fullgraph_names_the_read(self):
+        def f(x):
+            with fx_traceback.annotate({"p": 1}):
+                return x.sin() + len(fx_traceback.get_current_meta()["custom"])
+
+        with self.assertRaisesRegex(torch._dynamo.exc.Unsupported,
+                                    "torch.fx.traceback.current_meta read inside annotate"):
+            self.compile(f, fullgraph=True)(torch.randn(4))
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_current_meta_read_after_a_graph_break_inside_annotate(self):
+        # the graph before the break carries the block; the resume function re-enters it,
+        # and the read there runs in eager and sees the block's annotation
+        seen = []
+
+        def f(x):
+            with fx_traceback.annotate({"p": 1}):
+                a = x.sin()
+                torch._dynamo.graph_break()
+                seen.append(fx_traceback.current_meta.get("custom"))
+                return a.cos()
+
+        x = torch.randn(4)
+        self.assertEqual(self.compile(f)(x), x.sin().cos())
+        self.assertEqual(self.annotations()[0], [{"p": 1}])
+        self.assertEqual(seen, [{"p": 1}])
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_current_meta_read_outside_annotate_is_traced(self):
+        # as on the release: outside any block the read is traced and guarded, also after a
+        # block of the same frame and under a caller's eager block (a second graph)
+        seen = []
+
+        def f(x):
+            seen.append(fx_traceback.current_meta.get("custom"))
+            with fx_traceback.annotate({"p": 1}):
+                y = x.sin()
+            seen.append(fx_traceback.current_meta.get("custom"))
+            return y + 1
+
+        x = torch.randn(4)
+        compiled = self.compile(f)
+        self.assertEqual(compiled(x), x.sin() + 1)
+        with fx_traceback.annotate({"caller": 0}):
+            self.assertEqual(compiled(x), x.sin() + 1)
+        self.assertEqual(seen, [None, None, {"caller": 0}, {"caller": 0}])
+        self.assertEqual(len(self.graphs), 2)
+
+
 @requires_oracle
 class AnnotateDynamoOracleTests(TestCase):
     """The same programs under upstream torch: where upstream has the behaviour, the
