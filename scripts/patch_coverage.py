@@ -75,6 +75,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.__init__"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.enter"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.exit"): _DYNAMO_ANNOTATE,
+    ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.enter.<locals>.leave_block"):
+        _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.module_name"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.fn_name"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.python_type"): _DYNAMO_ANNOTATE,

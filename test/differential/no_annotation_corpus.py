@@ -85,6 +85,23 @@ def compile_mlp(obs):
 
 
 @program()
+def compile_reads_current_meta(obs):
+    """Compiled code that reads fx.traceback.current_meta and get_current_meta() with no annotate() block anywhere:
+    Dynamo builds a variable for current_meta and guards on what it read (local-dynamo-current-meta-read graph-breaks
+    on that read only while a traced annotate() block is open)."""
+    import torch.fx.traceback as fx_traceback
+
+    def f(x):
+        meta = fx_traceback.current_meta.get("custom")
+        other = fx_traceback.get_current_meta().get("stack_trace")
+        return x.sin() + (meta is None) + (other is None)
+
+    compiled = torch.compile(f, backend=obs.recording_backend())
+    for step in range(2):  # the second call runs the guards
+        obs.result(f"step{step}", compiled(torch.randn(4)))
+
+
+@program()
 def compile_convbn_train(obs):
     model = ConvBN().train()
     compiled = torch.compile(model, backend=obs.recording_backend())
@@ -1171,4 +1188,6 @@ CI_SLICE = [
     # issue 34: a user's body transformer on a graph boxed_nop runs, which local-eager-annotation-scopes's codegen swap
     # must drop as the release does
     "compile_aot_eager_user_body_transformer",
+    # issue 32 (rv9d): compiled code that reads current_meta, which local-dynamo-current-meta-read's builder check sees
+    "compile_reads_current_meta",
 ]
