@@ -1139,6 +1139,44 @@ class AnnotateCurrentMetaReadTests(TestCase):
                 self.assertEqual(seen, expected)
                 self.assertNotIn("custom", fx_traceback.current_meta)
 
+    def test_get_current_meta_result_used_inside_annotate_sees_the_block(self):
+        # where the graph breaks at the get_current_meta() call, the dict it returned is used
+        # after the resume function was traced: still the live current_meta
+        seen = []
+
+        def f(x):
+            with fx_traceback.annotate({"p": 1}):
+                meta = fx_traceback.get_current_meta()
+                seen.append(meta.get("custom"))
+                return x.sin() + 1
+
+        x = torch.randn(4)
+        self.assertEqual(self.compile(f)(x), x.sin() + 1)
+        self.assertEqual(seen, [{"p": 1}])
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
+    def test_compiled_annotate_block_leaves_current_meta_as_eager_does(self):
+        # the dict that was current_meta before the compiled block is current_meta again after
+        # it, without the block's annotation: code that got it earlier keeps seeing annotate()
+        held = []
+
+        @torch._dynamo.disable
+        def hold():
+            held.append(fx_traceback.current_meta)
+
+        def f(x):
+            hold()
+            with fx_traceback.annotate({"p": 1}):
+                y = x.sin()
+            return y + 1
+
+        x = torch.randn(4)
+        self.assertEqual(self.compile(f)(x), x.sin() + 1)
+        self.assertIs(held[0], fx_traceback.current_meta)
+        self.assertNotIn("custom", held[0])
+        with fx_traceback.annotate({"q": 2}):
+            self.assertEqual(held[0].get("custom"), {"q": 2})
+
     def test_get_current_meta_inside_annotate_with_fullgraph_names_the_read(self):
         def f(x):
             with fx_traceback.annotate({"p": 1}):
