@@ -416,6 +416,20 @@ DOCUMENTED.append(Documented(
     "(module surface)"))
 
 
+# Programs of the corpus that call a torch.fx.traceback function in compiled code.
+FX_TRACEBACK_CALLERS = {"compile_reads_current_meta"}
+
+DOCUMENTED.append(Documented(
+    "stack_trace, guards, counters of a compiled call into torch.fx.traceback", "Dynamo traces into "
+    "`torch.fx.traceback` (upstream puts it on `trace_rules.MOD_INLINELIST` with annotate's Dynamo support): "
+    "`get_current_meta()` in compiled code is inlined and guarded on what it reads, where pristine broke the graph "
+    "at the call ('skip function get_current_meta'); the ops after it are in the frame's own graph, so their stack "
+    "trace names the frame instead of its resume function",
+    "164916", "164916-dynamo-annotate", "2.10.0",
+    lambda d: d.program in FX_TRACEBACK_CALLERS and (
+        d.what in ("guards", "counters") or (d.what == "meta" and d.key == "stack_trace")),
+    "compile_reads_current_meta"))
+
 @dataclass(frozen=True)
 class Pending:
     item: str  # the issue item and the fix under way
