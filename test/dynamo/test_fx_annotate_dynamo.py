@@ -981,6 +981,31 @@ add|""")
                          [[{"n": 4}], [{"n": 5}], [{"n": 6}]])
         self.assert_tracing_state_clean()
 
+    def test_graph_break_inside_a_block_entered_by_a_call_of_enter(self):
+        # no `with` statement holds the block: nothing would enter it again after the break, so
+        # the frame runs eagerly, as without resuming (resuming gave an AttributeError)
+        seen = []
+
+        @torch._dynamo.disable
+        def look(tag):
+            seen.append((tag, fx_traceback.current_meta.get("custom")))
+
+        def f(x):
+            block = fx_traceback.annotate({"m": 1})
+            block.__enter__()
+            a = x.sin()
+            torch._dynamo.graph_break()
+            look("inside")
+            b = a.cos()
+            block.__exit__(None, None, None)
+            look("after")
+            return b
+
+        x = torch.randn(4)
+        self.assertEqual(torch.compile(f, backend="eager")(x), x.sin().cos())
+        self.assertEqual(seen, [("inside", {"m": 1}), ("after", None)])
+        self.assert_tracing_state_clean()
+
     def test_graph_break_inside_annotate_with_an_int_argument_that_changes(self):
         # The annotation is an input of the resume function: an int in it that changed becomes dynamic on
         # recompile, and is read as its value there (rv9a: the graph-break patch alone crashed in the resume
