@@ -81,6 +81,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.fn_name"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.python_type"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.reconstruct_type"): _DYNAMO_ANNOTATE,
+    ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable._reentered_after_a_break"):
+        "called only by reconstruct_type, at a graph break inside an annotate block: " + _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.clone"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "FxTracebackAnnotateVariable.create"): _DYNAMO_ANNOTATE,
     ("torch/_dynamo/variables/ctx_manager.py", "_annotation_from_variable"): _DYNAMO_ANNOTATE,
