@@ -1202,6 +1202,29 @@ class AnnotateCurrentMetaReadTests(TestCase):
         with fx_traceback.annotate({"q": 2}):
             self.assertEqual(held[0].get("custom"), {"q": 2})
 
+    def test_module_attribute_read_inside_annotate_is_not_folded_into_the_graph(self):
+        # fx_traceback.current_meta read as a module attribute: the graph break must not turn
+        # into the dict as it was while tracing, baked in with no guard (a later call outside
+        # the caller's block would still see the caller's annotation)
+        seen = []
+
+        def f(x):
+            with fx_traceback.annotate({"p": 1}):
+                seen.append(fx_traceback.current_meta.get("custom"))
+                return x.sin() + 1
+
+        x = torch.randn(4)
+        compiled = self.compile(f)
+        with fx_traceback.annotate({"c": 1}):
+            compiled(x)
+        compiled(x)
+        self.assertEqual(seen, [{"c": 1, "p": 1}, {"p": 1}])
+        torch._dynamo.reset()
+        with self.assertRaisesRegex(torch._dynamo.exc.Unsupported,
+                                    "torch.fx.traceback.current_meta read inside annotate"):
+            self.compile(f, fullgraph=True)(x)
+        self.assertNotIn("custom", fx_traceback.current_meta)
+
     def test_get_current_meta_inside_annotate_with_fullgraph_names_the_read(self):
         def f(x):
             with fx_traceback.annotate({"p": 1}):
